@@ -1,0 +1,46 @@
+"""constrain: make a local language model's output provably fit a regex, a schema or a grammar.
+
+>>> compiler = constrain.Compiler(tokenizer)        # vocabulary tables, built once
+>>> guide = compiler.regex(r"\\d{3}-\\d{4}")           # a stateless, shareable guide
+>>> state = guide.initial_state
+>>> mask = guide.allowed_tokens(state)              # bool mask over the vocabulary
+>>> state = guide.advance(state, token_id)
+"""
+
+from .compiler import Compiler
+from .errors import (
+    ConstrainError,
+    EmptyLanguageError,
+    InvalidPatternError,
+    LimitExceededError,
+    NonRegularPatternError,
+    PatternError,
+    TokenRejected,
+    VocabularyError,
+)
+from .guide import Guide, allocate_bitmask, bitmask_size, bitmask_to_bool
+from .regex import FINISHED, Limits, RegexGuide
+from .vocabulary import Vocabulary
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Compiler",
+    "Guide",
+    "RegexGuide",
+    "Vocabulary",
+    "Limits",
+    "FINISHED",
+    "allocate_bitmask",
+    "bitmask_size",
+    "bitmask_to_bool",
+    "ConstrainError",
+    "VocabularyError",
+    "PatternError",
+    "InvalidPatternError",
+    "NonRegularPatternError",
+    "EmptyLanguageError",
+    "LimitExceededError",
+    "TokenRejected",
+    "__version__",
+]

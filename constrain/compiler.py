@@ -1,0 +1,89 @@
+"""The compiler: vocabulary tables built once, shared by every guide it compiles.
+
+Compile once, match many (as in xgrammar): a :class:`Compiler` is made per
+tokenizer, holds the byte matrix every token index walks, and caches compiled
+guides by their source, so asking twice for the same pattern costs a dict lookup.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Iterable, Sequence
+
+from .errors import ConstrainError
+from .regex.automaton import ByteNFA, LazyDFA, Limits
+from .regex.guide import RegexGuide
+from .regex.index import TokenIndex
+from .regex.parse import Node, literal_choice, parse_regex
+from .vocabulary import Vocabulary
+
+__all__ = ["Compiler"]
+
+
+class Compiler:
+    """Compiles patterns into guides over one vocabulary.
+
+    ``tokenizer_or_vocabulary`` is a Hugging Face tokenizer or a
+    :class:`Vocabulary`; ``vocab_size`` (the model's logits width),
+    ``eos_token_ids`` and ``generation_config`` are passed to
+    :meth:`Vocabulary.from_tokenizer`. ``limits`` bound every compilation.
+    """
+
+    def __init__(
+        self,
+        tokenizer_or_vocabulary: Any,
+        *,
+        vocab_size: int | None = None,
+        eos_token_ids: Iterable[int] | None = None,
+        generation_config: Any = None,
+        limits: Limits | None = None,
+        cache_size: int = 128,
+    ) -> None:
+        if isinstance(tokenizer_or_vocabulary, Vocabulary):
+            if vocab_size is not None or eos_token_ids is not None:
+                raise ConstrainError("vocab_size and eos_token_ids apply to tokenizers, not to a Vocabulary")
+            self.vocabulary = tokenizer_or_vocabulary
+        else:
+            self.vocabulary = Vocabulary.from_tokenizer(
+                tokenizer_or_vocabulary,
+                size=vocab_size,
+                eos_token_ids=eos_token_ids,
+                generation_config=generation_config,
+            )
+        self.limits = limits or Limits()
+        self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def regex(self, pattern: str, *, limits: Limits | None = None) -> RegexGuide:
+        """A guide for text that ``re.fullmatch(pattern, text)`` accepts.
+
+        ``\\d``, ``\\w`` and ``\\s`` are ASCII classes and ``.`` is any character but a
+        newline (unless ``(?s)``); lookarounds and backreferences raise
+        :class:`~constrain.NonRegularPatternError`.
+        """
+        return self._cached(("regex", pattern), lambda: parse_regex(pattern), pattern, limits)
+
+    def choice(self, options: Sequence[str], *, limits: Limits | None = None) -> RegexGuide:
+        """A guide for exactly one of ``options``, matched literally (no regex syntax)."""
+        options = tuple(options)
+        label = "choice(" + ", ".join(repr(o) for o in options[:5]) + (", ...)" if len(options) > 5 else ")")
+        return self._cached(("choice", options), lambda: literal_choice(options), label, limits)
+
+    def _cached(
+        self, key: tuple[Any, ...], parse: Callable[[], Node], source: str, limits: Limits | None
+    ) -> RegexGuide:
+        limits = limits or self.limits
+        key = key + (limits,)
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        dfa = LazyDFA(ByteNFA(parse(), limits, self.vocabulary.byte_alphabet))
+        guide = RegexGuide(TokenIndex(dfa, self.vocabulary), source)
+        with self._lock:
+            self._cache[key] = guide
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return guide

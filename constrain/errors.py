@@ -1,0 +1,87 @@
+"""The exception hierarchy.
+
+Every error this library raises on purpose derives from :class:`ConstrainError`,
+so a caller can catch one class. Errors that are about bad arguments also derive
+from :class:`ValueError`, as lark's ``ConfigurationError`` does, so code written
+against the standard exception still works.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConstrainError",
+    "VocabularyError",
+    "PatternError",
+    "InvalidPatternError",
+    "NonRegularPatternError",
+    "EmptyLanguageError",
+    "LimitExceededError",
+    "TokenRejected",
+]
+
+
+class ConstrainError(Exception):
+    """Root of every error raised by constrain."""
+
+
+class VocabularyError(ConstrainError, ValueError):
+    """A tokenizer could not be turned into an exact byte vocabulary (e.g. no EOS)."""
+
+
+class PatternError(ConstrainError, ValueError):
+    """Base class of everything wrong with a regular expression."""
+
+
+class InvalidPatternError(PatternError):
+    """The pattern is not valid regex syntax; ``position`` is the offending index."""
+
+    def __init__(self, message: str, *, pattern: str, position: int | None = None) -> None:
+        where = f" at position {position}" if position is not None else ""
+        super().__init__(f"invalid regex{where}: {message} (pattern: {_excerpt(pattern, position)})")
+        self.pattern = pattern
+        self.position = position
+
+
+class NonRegularPatternError(PatternError):
+    """The pattern uses a feature with no finite automaton (lookaround, backreference, anchors inside)."""
+
+    def __init__(self, feature: str, *, pattern: str) -> None:
+        super().__init__(
+            f"{feature} cannot be expressed by a finite automaton, so it cannot be enforced token by "
+            f"token; rewrite the pattern without it (pattern: {_excerpt(pattern, None)})"
+        )
+        self.feature = feature
+        self.pattern = pattern
+
+
+class EmptyLanguageError(PatternError):
+    """No string of the vocabulary's tokens can complete the pattern: generation would dead-end."""
+
+
+class LimitExceededError(ConstrainError):
+    """A compilation limit (``limit`` names it: states, time, memory) was reached."""
+
+    def __init__(self, limit: str, value: float, message: str) -> None:
+        super().__init__(f"compilation limit {limit}={value} exceeded: {message}")
+        self.limit = limit
+        self.value = value
+
+
+class TokenRejected(ConstrainError, ValueError):
+    """``advance`` was given a token that the guide does not allow in that state."""
+
+    def __init__(self, token_id: int, state: object, detail: str = "") -> None:
+        super().__init__(
+            f"token {token_id} is not allowed in state {state!r}" + (f": {detail}" if detail else "")
+        )
+        self.token_id = token_id
+        self.state = state
+
+
+def _excerpt(pattern: str, position: int | None, width: int = 60) -> str:
+    """Show a long pattern around the position instead of printing megabytes."""
+    if len(pattern) <= width:
+        return repr(pattern)
+    centre = position if position is not None else 0
+    start = max(0, centre - width // 2)
+    return f"…{pattern[start:start + width]!r}… ({len(pattern)} chars)"

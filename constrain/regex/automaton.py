@@ -1,0 +1,337 @@
+"""Regex syntax tree → byte-level NFA → deterministic byte automaton, built lazily.
+
+Why not ``interegular``'s ``to_fsm()``: it builds the whole character-level DFA
+eagerly through pairwise products, which took seconds to minutes on the regexes
+that real JSON schemas produce. Here the tree becomes a Thompson NFA over
+*bytes* in linear time (each character set expands to its UTF-8 byte-range
+sequences), and DFA states — sets of NFA states — are created on first visit
+only. Generation visits a few hundred states even when the full DFA would have
+millions, so compile time is proportional to the pattern, not to its DFA.
+
+Dead states are pruned as they are discovered: an NFA state that cannot reach
+the accepting state is dropped from every set, so every DFA state this module
+hands out can still complete a match (a set that becomes empty is the dead
+state, ``DEAD``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import LimitExceededError
+from .parse import Alt, CharSet, Concat, Literals, Node, Repeat
+from .utf8 import utf8_sequences
+
+__all__ = ["DEAD", "Limits", "ByteNFA", "LazyDFA"]
+
+#: Transition target meaning "no match is possible any more".
+DEAD = -1
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Compilation limits; exceeding one raises :class:`~constrain.LimitExceededError` naming it.
+
+    ``max_nfa_states`` bounds the size of the pattern's automaton (memory grows
+    with it), ``max_dfa_states`` the deterministic states created while guiding
+    (each holds a token index row), ``max_index_entries`` the total number of
+    (state, token) transitions stored, and ``timeout_s`` the time spent
+    compiling eagerly (``precompute``).
+    """
+
+    max_nfa_states: int = 2_000_000
+    max_dfa_states: int = 200_000
+    max_index_entries: int = 200_000_000
+    timeout_s: float = 60.0
+
+
+class ByteNFA:
+    """A Thompson NFA over bytes: epsilon edges plus byte-range edges.
+
+    ``alphabet[b]`` says whether byte ``b`` can be generated at all (see
+    :attr:`Vocabulary.byte_alphabet`); edges on other bytes are left out.
+
+    ``edges[q]`` lists ``(low, high, target)`` byte ranges; ``epsilon[q]`` lists
+    targets reached without input. ``live[q]`` says whether the accepting state is
+    reachable from ``q``.
+    """
+
+    def __init__(self, tree: Node, limits: Limits, alphabet: bytes = b"\x01" * 256) -> None:
+        self.limits = limits
+        self._runs = _runs(alphabet)
+        self.edges: list[list[tuple[int, int, int]]] = []
+        self.epsilon: list[list[int]] = []
+        self.start, self.accept = self._build(tree)
+        self.live = self._coreachable()
+
+    def __len__(self) -> int:
+        return len(self.edges)
+
+    def _state(self) -> int:
+        if len(self.edges) >= self.limits.max_nfa_states:
+            raise LimitExceededError(
+                "max_nfa_states", self.limits.max_nfa_states,
+                "the pattern's automaton is too large (long bounded repeats or huge alternations); "
+                "raise Limits.max_nfa_states or simplify the pattern",
+            )  # fmt: skip
+        self.edges.append([])
+        self.epsilon.append([])
+        return len(self.edges) - 1
+
+    def _build(self, node: Node) -> tuple[int, int]:
+        """Return (entry, exit) states of a fragment that matches ``node``."""
+        if isinstance(node, CharSet):
+            return self._charset(node)
+        if isinstance(node, Literals):
+            return self._literals(node.options)
+        if isinstance(node, Concat):
+            entry = current = self._state()
+            for part in node.parts:
+                start, end = self._build(part)
+                self.epsilon[current].append(start)
+                current = end
+            return entry, current
+        if isinstance(node, Alt):
+            entry, exit_ = self._state(), self._state()
+            for option in node.options:
+                start, end = self._build(option)
+                self.epsilon[entry].append(start)
+                self.epsilon[end].append(exit_)
+            return entry, exit_
+        if isinstance(node, Repeat):
+            return self._repeat(node)
+        raise TypeError(f"unknown regex node {node!r}")
+
+    def _repeat(self, node: Repeat) -> tuple[int, int]:
+        entry = current = self._state()
+        for _ in range(node.low):
+            start, end = self._build(node.node)
+            self.epsilon[current].append(start)
+            current = end
+        if node.high is None:
+            loop = self._state()
+            self.epsilon[current].append(loop)
+            start, end = self._build(node.node)
+            self.epsilon[loop].append(start)
+            self.epsilon[end].append(loop)
+            return entry, loop
+        # Optional copies nest as (x(x(x)?)?)?: every copy may exit straight to the end,
+        # so each epsilon closure stays O(1) instead of O(high - low).
+        exit_ = self._state()
+        for _ in range(node.high - node.low):
+            self.epsilon[current].append(exit_)
+            start, end = self._build(node.node)
+            self.epsilon[current].append(start)
+            current = end
+        self.epsilon[current].append(exit_)
+        return entry, exit_
+
+    def _charset(self, node: CharSet) -> tuple[int, int]:
+        """One code point of the set, as a trie of UTF-8 byte-range sequences."""
+        entry, exit_ = self._state(), self._state()
+        children: dict[tuple[int, int, int], int] = {}
+        for lo, hi in node.ranges:
+            for sequence in utf8_sequences(lo, hi):
+                current = entry
+                for depth, (blo, bhi) in enumerate(sequence):
+                    if depth == len(sequence) - 1:
+                        self._add_edge(current, blo, bhi, exit_)
+                        continue
+                    key = (current, blo, bhi)
+                    if key not in children:
+                        children[key] = self._state()
+                        self._add_edge(current, blo, bhi, children[key])
+                    current = children[key]
+        return entry, exit_
+
+    def _literals(self, options: tuple[bytes, ...]) -> tuple[int, int]:
+        """A byte trie of literal strings: deterministic by construction, shared prefixes once."""
+        entry, exit_ = self._state(), self._state()
+        children: dict[tuple[int, int], int] = {}
+        for option in options:
+            current = entry
+            for byte in option:
+                key = (current, byte)
+                if key not in children:
+                    children[key] = self._state()
+                    self._add_edge(current, byte, byte, children[key])
+                current = children[key]
+            self.epsilon[current].append(exit_)
+        return entry, exit_
+
+    def _add_edge(self, state: int, low: int, high: int, target: int) -> None:
+        """Add ``low..high`` minus the bytes outside the alphabet (no token could spell them)."""
+        for run_low, run_high in self._runs:
+            if run_low > high:
+                break
+            if run_high >= low:
+                self.edges[state].append((max(low, run_low), min(high, run_high), target))
+
+    def _coreachable(self) -> bytearray:
+        """Mark the states from which the accepting state can be reached (backwards search)."""
+        reverse: list[list[int]] = [[] for _ in self.edges]
+        for q, edges in enumerate(self.edges):
+            for _, _, target in edges:
+                reverse[target].append(q)
+        for q, targets in enumerate(self.epsilon):
+            for target in targets:
+                reverse[target].append(q)
+        live = bytearray(len(self.edges))
+        live[self.accept] = 1
+        stack = [self.accept]
+        while stack:
+            for q in reverse[stack.pop()]:
+                if not live[q]:
+                    live[q] = 1
+                    stack.append(q)
+        return live
+
+
+def _runs(alphabet: bytes) -> list[tuple[int, int]]:
+    """Maximal ranges of bytes present in the alphabet."""
+    runs: list[tuple[int, int]] = []
+    for byte in range(256):
+        if alphabet[byte]:
+            if runs and runs[-1][1] == byte - 1:
+                runs[-1] = (runs[-1][0], byte)
+            else:
+                runs.append((byte, byte))
+    return runs
+
+
+class LazyDFA:
+    """Subset construction on demand: a DFA state is created when first reached.
+
+    ``table[s, b]`` is the successor of state ``s`` on byte ``b`` (``DEAD`` when
+    none); a row is valid only after :meth:`expand` ran for ``s``. The table is a
+    numpy array so a token index can walk thousands of tokens through it in one
+    vectorized step. Expansion takes a lock: a guide (and so this DFA) is shared by
+    every sequence that uses it, possibly from several threads.
+    """
+
+    def __init__(self, nfa: ByteNFA) -> None:
+        self.nfa = nfa
+        self.limits = nfa.limits
+        self._closures: dict[int, frozenset[int]] = {}
+        self._ids: dict[frozenset[int], int] = {}
+        self.sets: list[frozenset[int]] = []
+        self.finals: list[bool] = []
+        self.expanded = np.zeros(64, dtype=bool)
+        self.table: NDArray[np.int32] = np.full((64, 256), DEAD, dtype=np.int32)
+        self._lock = threading.RLock()
+        start = self._closure_of([nfa.start])
+        self.start = DEAD if not start else self._intern(start)
+
+    @property
+    def num_states(self) -> int:
+        return len(self.sets)
+
+    def is_final(self, state: int) -> bool:
+        return self.finals[state]
+
+    def row(self, state: int) -> NDArray[np.int32]:
+        """Successors of ``state`` on each of the 256 bytes (expanding it first if needed)."""
+        if not self.expanded[state]:
+            self.expand([state])
+        return self.table[state]
+
+    def expand(self, states: "list[int] | NDArray[np.int32]") -> None:
+        """Compute the table rows of ``states`` that are not computed yet."""
+        with self._lock:
+            for state in states:
+                state = int(state)
+                if not self.expanded[state]:
+                    self._expand_one(state)
+
+    def explore(self, deadline: float | None = None) -> int:
+        """Expand every reachable state (for ``explain`` and tests); returns the state count."""
+        frontier = 0
+        while frontier < self.num_states:
+            if deadline is not None and time.monotonic() > deadline:
+                raise LimitExceededError("timeout_s", self.limits.timeout_s, "exploring the whole DFA")
+            self.expand([frontier])
+            frontier += 1
+        return self.num_states
+
+    # ------------------------------------------------------------------ construction
+
+    def _expand_one(self, state: int) -> None:
+        by_byte: list[list[int] | None] = [None] * 256
+        edges = self.nfa.edges
+        for q in self.sets[state]:
+            for lo, hi, target in edges[q]:
+                for byte in range(lo, hi + 1):
+                    bucket = by_byte[byte]
+                    if bucket is None:
+                        by_byte[byte] = [target]
+                    else:
+                        bucket.append(target)
+        row = np.full(256, DEAD, dtype=np.int32)
+        successors: dict[tuple[int, ...], int] = {}
+        for byte, targets in enumerate(by_byte):
+            if targets is None:
+                continue
+            key = tuple(targets)
+            successor = successors.get(key)
+            if successor is None:
+                closure = self._closure_of(targets)
+                successor = self._intern(closure) if closure else DEAD
+                successors[key] = successor
+            row[byte] = successor
+        self.table[state] = row
+        self.expanded[state] = True
+
+    def _closure_of(self, states: list[int] | tuple[int, ...]) -> frozenset[int]:
+        if len(states) == 1:
+            return self._closure(states[0])
+        result: set[int] = set()
+        for q in states:
+            result |= self._closure(q)
+        return frozenset(result)
+
+    def _closure(self, q: int) -> frozenset[int]:
+        """Live NFA states that consume a byte (or accept), reachable from ``q`` by epsilon edges."""
+        cached = self._closures.get(q)
+        if cached is not None:
+            return cached
+        nfa = self.nfa
+        seen = {q}
+        stack = [q]
+        result = []
+        while stack:
+            p = stack.pop()
+            if not nfa.live[p]:
+                continue
+            if nfa.edges[p] or p == nfa.accept:
+                result.append(p)
+            for target in nfa.epsilon[p]:
+                if target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+        closure = frozenset(result)
+        self._closures[q] = closure
+        return closure
+
+    def _intern(self, nfa_states: frozenset[int]) -> int:
+        existing = self._ids.get(nfa_states)
+        if existing is not None:
+            return existing
+        if len(self.sets) >= self.limits.max_dfa_states:
+            raise LimitExceededError(
+                "max_dfa_states", self.limits.max_dfa_states,
+                "the pattern needs more deterministic states than allowed; raise Limits.max_dfa_states",
+            )  # fmt: skip
+        state = len(self.sets)
+        self.sets.append(nfa_states)
+        self.finals.append(self.nfa.accept in nfa_states)
+        self._ids[nfa_states] = state
+        if state >= len(self.expanded):
+            grow = len(self.expanded)
+            self.expanded = np.concatenate([self.expanded, np.zeros(grow, dtype=bool)])
+            self.table = np.concatenate([self.table, np.full((grow, 256), DEAD, dtype=np.int32)])
+        return state

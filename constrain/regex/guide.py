@@ -1,0 +1,97 @@
+"""The regex guide: protocol methods over a :class:`TokenIndex`, plus EOS handling.
+
+States are plain ints: a DFA state id, or :data:`FINISHED` once EOS was taken.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import TokenRejected
+from ..guide import bitmask_from_token_ids
+from .index import TokenIndex
+
+__all__ = ["RegexGuide", "FINISHED"]
+
+#: The state after EOS: final, and only EOS is allowed (padding for finished batch rows).
+FINISHED = -2
+
+
+class RegexGuide:
+    """Guides generation to a string matched in full by a regular expression.
+
+    Built by :meth:`constrain.Compiler.regex` or :meth:`~constrain.Compiler.choice`;
+    shares the compiler's vocabulary tables and caches its own per-state masks.
+    """
+
+    backend = "regex"
+
+    def __init__(self, index: TokenIndex, source: str) -> None:
+        self.index = index
+        self.source = source
+        self.vocabulary = index.vocabulary
+        self.vocab_size = index.vocabulary.size
+        self._eos = np.array(sorted(self.vocabulary.eos_token_ids), dtype=np.int32)
+        self._eos_set = self.vocabulary.eos_token_ids
+        self._bitmasks: dict[int, NDArray[np.int32]] = {}
+
+    def __repr__(self) -> str:
+        source = self.source if len(self.source) <= 60 else self.source[:57] + "..."
+        return f"RegexGuide({source!r}, states_built={self.index.num_built_rows})"
+
+    @property
+    def initial_state(self) -> int:
+        return self.index.dfa.start
+
+    def is_final(self, state: int) -> bool:
+        return state == FINISHED or self.index.dfa.is_final(state)
+
+    def allowed_token_ids(self, state: int) -> NDArray[np.int32]:
+        """Sorted ids of the allowed tokens (EOS included where the state is final)."""
+        if state == FINISHED:
+            return self._eos
+        ids = self.index.row(state).token_ids
+        if self.index.dfa.is_final(state):
+            ids = np.union1d(ids, self._eos).astype(np.int32)
+        return ids
+
+    def allowed_tokens(self, state: int) -> NDArray[np.bool_]:
+        mask = np.zeros(self.vocab_size, dtype=bool)
+        mask[self.allowed_token_ids(state)] = True
+        return mask
+
+    def fill_bitmask(self, state: int, out: NDArray[np.int32]) -> None:
+        bitmask = self._bitmasks.get(state)
+        if bitmask is None:
+            bitmask = bitmask_from_token_ids(self.allowed_token_ids(state), self.vocab_size)
+            self._bitmasks[state] = bitmask
+        out[...] = bitmask
+
+    def advance(self, state: int, token_id: int) -> int:
+        if token_id in self._eos_set and self.is_final(state):
+            return FINISHED
+        if state == FINISHED:
+            raise TokenRejected(token_id, state, "the sequence already ended; only EOS may follow")
+        row = self.index.row(state)
+        position = int(np.searchsorted(row.token_ids, token_id))
+        if position == len(row.token_ids) or row.token_ids[position] != token_id:
+            raise TokenRejected(token_id, state, self._why_rejected(token_id))
+        return int(row.next_states[position])
+
+    def precompute(self) -> int:
+        """Build every reachable state's row now (eager); returns the number of states."""
+        deadline = time.monotonic() + self.index.limits.timeout_s
+        return len(self.index.explore(deadline))
+
+    def _why_rejected(self, token_id: int) -> str:
+        if not 0 <= token_id < self.vocab_size:
+            return f"id outside the vocabulary (size {self.vocab_size})"
+        text = self.vocabulary.token_bytes[token_id] if token_id < len(self.vocabulary.token_bytes) else None
+        if text is None:
+            return "a special token that is never generated" if token_id not in self._eos_set else (
+                "EOS before the text is complete"
+            )
+        return f"its bytes {text!r} do not continue a match of {self.source[:80]!r}"

@@ -1,0 +1,274 @@
+"""Token id → exact bytes, EOS ids and mask width: everything a guide needs from a tokenizer.
+
+A guide works on bytes, never on decoded strings, because a token can hold half of
+a UTF-8 character (byte-level BPE, SentencePiece byte fallback) and decoding such a
+token alone gives replacement characters. This module recovers each token's exact
+bytes from the tokenizer's own conventions:
+
+* byte-level BPE (GPT-2 and every tiktoken vocabulary converted to Hugging Face):
+  each character of a token string stands for one byte through GPT-2's
+  ``bytes_to_unicode`` table;
+* SentencePiece: ``▁`` is a space, and ``<0xNN>`` byte-fallback pieces are the
+  single byte ``NN``;
+* added tokens that are not special are their literal UTF-8 text.
+
+Special and control tokens (``<|im_start|>``, reserved ids, padding) get no bytes:
+a guide never allows them, except the EOS ids, which it allows exactly where the
+constrained text may end.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .errors import VocabularyError
+
+__all__ = ["Vocabulary"]
+
+_BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+def _gpt2_unicode_to_byte() -> dict[str, int]:
+    """Inverse of GPT-2's ``bytes_to_unicode``: printable bytes map to themselves, the rest to U+0100…"""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    printable += list(range(ord("®"), ord("ÿ") + 1))
+    mapping: dict[str, int] = {chr(b): b for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            mapping[chr(256 + extra)] = b
+            extra += 1
+    return mapping
+
+
+_GPT2_UNICODE_TO_BYTE = _gpt2_unicode_to_byte()
+
+
+@dataclass(frozen=True, eq=False)
+class Vocabulary:
+    """The exact bytes of every token id, which ids end a sequence, and the mask width.
+
+    ``token_bytes[i]`` is ``None`` for ids that are never generated (special tokens,
+    gaps in the id space); EOS ids are listed separately in ``eos_token_ids``.
+    ``size`` is the width of every mask: the largest id + 1, or the model's logits
+    width when that is larger (models often pad their embedding matrix).
+    """
+
+    token_bytes: tuple[bytes | None, ...]
+    eos_token_ids: frozenset[int]
+    size: int
+    _sorted: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.eos_token_ids:
+            raise VocabularyError("a vocabulary needs at least one EOS token id")
+        if self.size < len(self.token_bytes):
+            raise VocabularyError(
+                f"size {self.size} is smaller than the number of token ids ({len(self.token_bytes)})"
+            )
+        for eos in self.eos_token_ids:
+            if not 0 <= eos < self.size:
+                raise VocabularyError(f"EOS id {eos} is outside the vocabulary (size {self.size})")
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_tokenizer(
+        cls,
+        tokenizer: Any,
+        *,
+        size: int | None = None,
+        eos_token_ids: Iterable[int] | None = None,
+        generation_config: Any = None,
+    ) -> "Vocabulary":
+        """Build the vocabulary of a Hugging Face tokenizer (fast or SentencePiece-based).
+
+        ``size`` is the model's logits width when known (``model.config.vocab_size``
+        or the lm-head width); ``generation_config`` (or a model, whose
+        ``generation_config`` is read) adds the EOS ids it declares, e.g. Llama-3's
+        ``<|eot_id|>``. ``eos_token_ids`` overrides both, for tokenizers without EOS.
+        """
+        if generation_config is not None and hasattr(generation_config, "generation_config"):
+            generation_config = generation_config.generation_config
+        vocab: dict[str, int] = tokenizer.get_vocab()
+        if not vocab:
+            raise VocabularyError(f"{type(tokenizer).__name__} has an empty vocabulary")
+        largest = max(vocab.values())
+        special_ids = _special_ids(tokenizer)
+        added_text = {
+            int(i): tok.content
+            for i, tok in getattr(tokenizer, "added_tokens_decoder", {}).items()
+            if int(i) not in special_ids
+        }
+        decode_piece = _piece_decoder(tokenizer)
+        table: list[bytes | None] = [None] * (largest + 1)
+        for piece, i in vocab.items():
+            if i in special_ids:
+                continue
+            table[i] = added_text[i].encode("utf-8") if i in added_text else decode_piece(piece)
+
+        eos = set(eos_token_ids) if eos_token_ids is not None else _declared_eos(tokenizer, generation_config)
+        if not eos:
+            raise VocabularyError(
+                f"{type(tokenizer).__name__} declares no EOS token, so a guide could never let a "
+                "sequence end; pass eos_token_ids=[...] explicitly"
+            )
+        width = largest + 1 if size is None else size
+        if width < largest + 1:
+            raise VocabularyError(
+                f"size={size} is smaller than the tokenizer's largest id + 1 ({largest + 1})"
+            )
+        for i in eos:
+            if 0 <= i < len(table):
+                table[i] = None  # EOS is allowed through eos_token_ids, never as text
+        return cls(tuple(table), frozenset(eos), width)
+
+    # ------------------------------------------------------------------ queries
+
+    def __len__(self) -> int:
+        return self.size
+
+    @cached_property
+    def byte_alphabet(self) -> bytes:
+        """``byte_alphabet[b]`` is 1 when byte ``b`` occurs in some token, else 0.
+
+        Text containing any other byte can never be generated, so automata drop
+        those bytes up front (SmolLM2, for one, has no token holding ``\\x04`` or
+        the lead byte ``\\xf1``).
+        """
+        seen = bytearray(256)
+        for piece in self.token_bytes:
+            if piece:
+                for byte in set(piece):
+                    seen[byte] = 1
+        return bytes(seen)
+
+    @cached_property
+    def spells_every_byte_alone(self) -> bool:
+        """True when every byte of the alphabet is also a single-byte token.
+
+        Then any string over the alphabet can be spelled token by token, so the
+        regex backend may decide liveness on bytes alone, without exploring
+        tokens. Byte-level BPE and SentencePiece with byte fallback satisfy this.
+        """
+        singles = {piece[0] for piece in self.token_bytes if piece is not None and len(piece) == 1}
+        return all(byte in singles for byte in range(256) if self.byte_alphabet[byte])
+
+    def walk_tables(self) -> "WalkTables":
+        """Arrays for walking every token through an automaton at once (built on first use)."""
+        tables = self._sorted.get("walk")
+        if tables is None:
+            tables = WalkTables.build(self.token_bytes)
+            self._sorted["walk"] = tables
+        return tables
+
+
+@dataclass(frozen=True)
+class WalkTables:
+    """The vocabulary as a byte matrix, grouped by first byte.
+
+    ``ids[k]`` is a token id, ``matrix[k, j]`` its j-th byte (0-padded),
+    ``lengths[k]`` its length; rows are sorted by first byte and
+    ``first_byte_start[b]:first_byte_start[b + 1]`` are the rows starting with
+    byte ``b``. A token index walks all tokens that start with an allowed byte in
+    one numpy step per byte position, instead of a Python loop over the vocabulary.
+    """
+
+    ids: NDArray[np.int32]
+    matrix: NDArray[np.uint8]
+    lengths: NDArray[np.int32]
+    first_byte_start: NDArray[np.int64]
+
+    @classmethod
+    def build(cls, token_bytes: Sequence[bytes | None]) -> "WalkTables":
+        items = sorted(
+            ((b, i) for i, b in enumerate(token_bytes) if b),  # empty tokens could loop forever
+            key=lambda item: item[0][0],
+        )
+        width = max((len(b) for b, _ in items), default=1)
+        matrix = np.zeros((len(items), width), dtype=np.uint8)
+        lengths = np.empty(len(items), dtype=np.int32)
+        ids = np.empty(len(items), dtype=np.int32)
+        for k, (b, i) in enumerate(items):
+            matrix[k, : len(b)] = np.frombuffer(b, dtype=np.uint8)
+            lengths[k] = len(b)
+            ids[k] = i
+        first = matrix[:, 0] if len(items) else np.zeros(0, dtype=np.uint8)
+        first_byte_start = np.searchsorted(first, np.arange(257), side="left").astype(np.int64)
+        return cls(ids, matrix, lengths, first_byte_start)
+
+
+# ---------------------------------------------------------------------- tokenizer conventions
+
+
+def _special_ids(tokenizer: Any) -> set[int]:
+    ids = set(getattr(tokenizer, "all_special_ids", []) or [])
+    for i, tok in getattr(tokenizer, "added_tokens_decoder", {}).items():
+        if getattr(tok, "special", False):
+            ids.add(int(i))
+    return ids
+
+
+def _declared_eos(tokenizer: Any, generation_config: Any) -> set[int]:
+    eos: set[int] = set()
+    for source in (getattr(tokenizer, "eos_token_id", None), getattr(generation_config, "eos_token_id", None)):
+        if source is None:
+            continue
+        eos.update([source] if isinstance(source, int) else source)
+    return eos
+
+
+def _piece_decoder(tokenizer: Any) -> Any:
+    """Choose how token strings map to bytes from the tokenizer's declared decoder."""
+    kind = _decoder_kind(tokenizer)
+    if kind == "byte_level":
+        return _decode_byte_level
+    if kind == "sentencepiece":
+        return _decode_sentencepiece
+    raise VocabularyError(
+        f"cannot recover exact token bytes for {type(tokenizer).__name__}: its decoder ({kind}) is neither "
+        "byte-level BPE nor SentencePiece; build a Vocabulary(token_bytes, eos_token_ids, size) directly"
+    )
+
+
+def _decoder_kind(tokenizer: Any) -> str:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return "sentencepiece" if hasattr(tokenizer, "sp_model") else "unknown"
+    decoder = json.loads(backend.to_str()).get("decoder") or {}
+    found = set()
+
+    def visit(node: dict[str, Any]) -> None:
+        found.add(node.get("type"))
+        if node.get("type") == "Replace" and node.get("pattern", {}).get("String") == "▁":
+            found.add("Metaspace")
+        for child in node.get("decoders", []) or []:
+            visit(child)
+
+    visit(decoder)
+    if "ByteLevel" in found:
+        return "byte_level"
+    if "Metaspace" in found or "ByteFallback" in found:
+        return "sentencepiece"
+    return ",".join(sorted(str(t) for t in found)) or "none"
+
+
+def _decode_byte_level(piece: str) -> bytes:
+    try:
+        return bytes(_GPT2_UNICODE_TO_BYTE[c] for c in piece)
+    except KeyError:  # a piece outside the byte alphabet is literal text (rare added tokens)
+        return piece.encode("utf-8")
+
+
+def _decode_sentencepiece(piece: str) -> bytes:
+    fallback = _BYTE_FALLBACK.match(piece)
+    if fallback:
+        return bytes([int(fallback.group(1), 16)])
+    return piece.replace("▁", " ").encode("utf-8")
