@@ -1,0 +1,49 @@
+"""Real tokenizers, loaded once per test session (conversion is cached on disk)."""
+
+from __future__ import annotations
+
+import pytest
+
+import constrain
+from constrain.testing import load_offline_tokenizer
+
+#: The three families the regex backend must handle exactly.
+FAMILIES = ["smollm2", "mistral", "llama3"]
+
+
+@pytest.fixture(scope="session")
+def tokenizers() -> dict[str, object]:
+    return {}
+
+
+@pytest.fixture(scope="session")
+def compilers() -> dict[str, constrain.Compiler]:
+    return {}
+
+
+def _tokenizer(cache: dict[str, object], name: str) -> object:
+    if name not in cache:
+        cache[name] = load_offline_tokenizer(name)
+    return cache[name]
+
+
+@pytest.fixture(scope="session", params=FAMILIES)
+def family(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tokenizers: dict[str, object], family: str) -> object:
+    return _tokenizer(tokenizers, family)
+
+
+@pytest.fixture(scope="session")
+def compiler(compilers: dict[str, constrain.Compiler], tokenizer: object, family: str) -> constrain.Compiler:
+    if family not in compilers:
+        compilers[family] = constrain.Compiler(tokenizer)
+    return compilers[family]
+
+
+@pytest.fixture(scope="session")
+def smollm2(tokenizers: dict[str, object]) -> object:
+    return _tokenizer(tokenizers, "smollm2")

@@ -1,0 +1,80 @@
+"""Exact token bytes, EOS ids and sizes recovered from real tokenizers of three families."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+import constrain
+from constrain.testing import token_text, tokenize_continuation
+
+TEXTS = [
+    "Hello, world!",
+    '{"name": "Ada", "age": 36}',
+    "  leading spaces and\ttabs\n\nnewlines",
+    "naïve café — 東京タワー 😀👍🏽",
+    "x = [1, 2.5e-3, -7]",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_token_bytes_reassemble_the_text(tokenizer: object, compiler: constrain.Compiler, text: str) -> None:
+    ids = tokenize_continuation(tokenizer, text)
+    assert token_text(compiler.vocabulary, ids) == text.encode("utf-8")
+
+
+def test_special_tokens_have_no_bytes_and_eos_is_declared(tokenizer: object, compiler: constrain.Compiler) -> None:
+    vocabulary = compiler.vocabulary
+    assert tokenizer.eos_token_id in vocabulary.eos_token_ids
+    for token_id, added in tokenizer.added_tokens_decoder.items():
+        if added.special:
+            assert vocabulary.token_bytes[token_id] is None, added.content
+    assert vocabulary.size == max(tokenizer.get_vocab().values()) + 1
+
+
+def test_every_byte_of_the_alphabet_is_a_single_token(compiler: constrain.Compiler) -> None:
+    # All three families can spell any byte they contain on its own (byte-level BPE,
+    # byte fallback); this is what lets the regex backend decide liveness on bytes.
+    assert compiler.vocabulary.spells_every_byte_alone
+    alphabet = compiler.vocabulary.byte_alphabet
+    assert all(alphabet[b] for b in b"azAZ09{}\" \n\t")
+
+
+def test_sentencepiece_byte_fallback_and_space_marker(tokenizers: dict[str, object]) -> None:
+    from tests.conftest import _tokenizer
+
+    tokenizer = _tokenizer(tokenizers, "mistral")
+    vocabulary = constrain.Vocabulary.from_tokenizer(tokenizer)
+    vocab = tokenizer.get_vocab()
+    assert vocabulary.token_bytes[vocab["<0xF0>"]] == b"\xf0"
+    assert vocabulary.token_bytes[vocab["▁Hello"]] == b" Hello"
+
+
+def test_byte_level_alphabet(smollm2: object) -> None:
+    vocabulary = constrain.Vocabulary.from_tokenizer(smollm2)
+    vocab = smollm2.get_vocab()
+    assert vocabulary.token_bytes[vocab["Ġ{\""]] == b' {"'
+    assert vocabulary.token_bytes[vocab["Ċ"]] == b"\n"
+
+
+def test_size_follows_the_model_and_rejects_narrower(smollm2: object) -> None:
+    assert constrain.Vocabulary.from_tokenizer(smollm2, size=49216).size == 49216
+    with pytest.raises(constrain.VocabularyError, match="smaller"):
+        constrain.Vocabulary.from_tokenizer(smollm2, size=1000)
+
+
+def test_generation_config_adds_eos_ids(smollm2: object) -> None:
+    class GenerationConfig:
+        eos_token_id = [2, 1]
+
+    vocabulary = constrain.Vocabulary.from_tokenizer(smollm2, generation_config=GenerationConfig())
+    assert vocabulary.eos_token_ids == {1, 2}
+
+
+def test_tokenizer_without_eos_needs_an_explicit_one(smollm2: object) -> None:
+    tokenizer = copy.deepcopy(smollm2)
+    tokenizer.eos_token = None
+    with pytest.raises(constrain.VocabularyError, match="eos_token_ids"):
+        constrain.Vocabulary.from_tokenizer(tokenizer)
+    assert constrain.Vocabulary.from_tokenizer(tokenizer, eos_token_ids=[0]).eos_token_ids == {0}
