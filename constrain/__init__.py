@@ -18,6 +18,7 @@ from .errors import (
     TokenRejected,
     VocabularyError,
 )
+from .json_schema import RecursiveSchemaError, SchemaError, UnsupportedSchemaError
 from .guide import Guide, allocate_bitmask, bitmask_size, bitmask_to_bool
 from .regex import FINISHED, Limits, RegexGuide
 from .vocabulary import Vocabulary
@@ -42,5 +43,8 @@ __all__ = [
     "EmptyLanguageError",
     "LimitExceededError",
     "TokenRejected",
+    "SchemaError",
+    "UnsupportedSchemaError",
+    "RecursiveSchemaError",
     "__version__",
 ]

@@ -7,11 +7,13 @@ guides by their source, so asking twice for the same pattern costs a dict lookup
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Iterable, Sequence
 
 from .errors import ConstrainError
+from .json_schema.to_regex import load_schema, schema_walk
 from .regex.automaton import ByteNFA, LazyDFA, Limits
 from .regex.guide import RegexGuide
 from .regex.index import TokenIndex
@@ -70,6 +72,31 @@ class Compiler:
         options = tuple(options)
         label = "choice(" + ", ".join(repr(o) for o in options[:5]) + (", ...)" if len(options) > 5 else ")")
         return self._cached(("choice", options), lambda: literal_choice(options), label, limits)
+
+    def json_schema(
+        self,
+        schema: Any,
+        *,
+        whitespace: str = "default",
+        lenient: bool = False,
+        max_recursion_depth: int | None = None,
+        limits: Limits | None = None,
+    ) -> RegexGuide:
+        """A guide for JSON text valid under ``schema`` (dict, JSON text or Pydantic model class).
+
+        A keyword the regex cannot enforce raises :class:`UnsupportedSchemaError`
+        naming it and its JSON pointer; with ``lenient=True`` it is dropped instead,
+        listed in ``guide.dropped`` and warned about. ``whitespace`` is ``"default"``
+        (compact or ``json.dumps`` separators), ``"any"`` (bounded runs) or a regex.
+        """
+        loaded = load_schema(schema)
+        walk = schema_walk(loaded, whitespace=whitespace, lenient=lenient, max_recursion_depth=max_recursion_depth)
+        key = ("json_schema", json.dumps(loaded, sort_keys=True), whitespace, lenient, max_recursion_depth)
+        guide = self._cached(key, lambda: parse_regex(walk.regex), walk.regex, limits)
+        guide.dropped = tuple(walk.dropped)
+        guide.schema = loaded
+        guide.model_class = schema if isinstance(schema, type) else None
+        return guide
 
     def _cached(
         self, key: tuple[Any, ...], parse: Callable[[], Node], source: str, limits: Limits | None

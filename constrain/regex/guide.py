@@ -37,6 +37,10 @@ class RegexGuide:
         self._eos = np.array(sorted(self.vocabulary.eos_token_ids), dtype=np.int32)
         self._eos_set = self.vocabulary.eos_token_ids
         self._bitmasks: dict[int, NDArray[np.int32]] = {}
+        #: For schema guides: keywords lenient mode dropped, the schema, the Pydantic class.
+        self.dropped: tuple[tuple[str, str], ...] = ()
+        self.schema: object = None
+        self.model_class: type | None = None
 
     def __repr__(self) -> str:
         source = self.source if len(self.source) <= 60 else self.source[:57] + "..."

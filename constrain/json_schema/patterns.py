@@ -1,0 +1,102 @@
+"""Named regex fragments for JSON values, and exact integer ranges.
+
+Kept apart from the walker so each fragment can be read (and tested) on its own,
+as outlines does with its ``STRING``/``INTEGER``/``WHITESPACE`` constants.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["STRING_CHAR", "STRING", "INTEGER", "NUMBER", "BOOLEAN", "NULL", "FORMATS", "integer_range"]
+
+# One *character* of a JSON string: a raw character (no quote, backslash or control),
+# an escape, or a \u escape. Escaped surrogates are allowed only as a complete pair,
+# so the count of these units equals the string's length after json.loads — which
+# keeps minLength/maxLength exact.
+STRING_CHAR = (
+    r'(?:[^"\\\x00-\x1f]'
+    r'|\\["\\/bfnrt]'
+    r"|\\u(?:[0-9a-cA-CeEfF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})"
+    r"|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+)
+STRING = f'"{STRING_CHAR}*"'
+INTEGER = r"-?(?:0|[1-9][0-9]*)"
+NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+BOOLEAN = r"(?:true|false)"
+NULL = r"null"
+
+_DATE = r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+_TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?(?:[zZ]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+
+#: String formats enforced by the regex (the content between the quotes).
+FORMATS = {
+    "date": _DATE,
+    "time": _TIME,
+    "date-time": f"{_DATE}[tT]{_TIME}",
+    "uuid": r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+    "ipv4": rf"{_OCTET}(?:\.{_OCTET}){{3}}",
+    "email": r"[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+    r"@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)+",
+    "hostname": r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*",
+}
+
+
+def integer_range(low: int | None, high: int | None) -> str:
+    """A regex for exactly the JSON integers in ``[low, high]`` (None = unbounded)."""
+    if low is not None and high is not None and low > high:
+        return r"[^\x00-\U0010FFFF]"  # the empty language
+    options: list[str] = []
+    if low is None or low < 0:  # negative part: '-' then magnitudes in [max(1, -high), -low]
+        magnitude_low = 1 if high is None or high >= 0 else -high
+        magnitude_high = None if low is None else -low
+        options.append("-" + _group(_natural_range(magnitude_low, magnitude_high)))
+    if high is None or high >= 0:
+        options.append(_group(_natural_range(max(0, low if low is not None else 0), high)))
+    return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
+
+
+def _group(options: list[str]) -> str:
+    return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
+
+
+def _natural_range(low: int, high: int | None) -> list[str]:
+    """Alternatives matching the decimal spellings (no leading zeros) of ``low..high``."""
+    if high is None:
+        digits = len(str(low))
+        return _natural_range(low, 10**digits - 1) + [f"[1-9][0-9]{{{digits},}}"]
+    if low > high:
+        return []
+    if len(str(low)) < len(str(high)):
+        split = 10 ** len(str(low))
+        return _natural_range(low, split - 1) + _natural_range(split, high)
+    return _same_length(str(low), str(high))
+
+
+def _same_length(low: str, high: str) -> list[str]:
+    if low == high:
+        return [low]
+    if len(low) == 1:
+        return [f"[{low}-{high}]"]
+    if low[0] == high[0]:
+        return [low[0] + rest for rest in _same_length(low[1:], high[1:])]
+    tail = len(low) - 1
+    parts: list[str] = []
+    first, last = int(low[0]), int(high[0])
+    if low[1:] != "0" * tail:
+        parts += [low[0] + rest for rest in _same_length(low[1:], "9" * tail)]
+        first += 1
+    closing: list[str] = []
+    if high[1:] != "9" * tail:
+        closing = [high[0] + rest for rest in _same_length("0" * tail, high[1:])]
+        last -= 1
+    if first <= last:
+        digit = str(first) if first == last else f"[{first}-{last}]"
+        parts.append(digit + f"[0-9]{{{tail}}}")
+    return parts + closing
+
+
+def escape_literal(text: str) -> str:
+    """``re.escape`` for the parts of a regex that must match ``text`` literally."""
+    return re.escape(text)

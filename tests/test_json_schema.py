@@ -1,0 +1,178 @@
+"""JSON Schema → regex guide: soundness against ``jsonschema``, completeness on real tokenizers."""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+
+import jsonschema
+import pytest
+from pydantic import BaseModel, Field
+
+import constrain
+from constrain.json_schema import to_regex
+from constrain.testing import accepts, random_walk, token_text, tokenize_continuation
+
+
+class Address(BaseModel):
+    city: str = Field(max_length=20)
+    zip_code: str = Field(pattern=r"^[0-9]{5}$")
+
+
+class Person(BaseModel):
+    name: str = Field(min_length=1, max_length=12)
+    age: int = Field(ge=0, le=130)
+    email: str | None = None
+    address: Address
+
+
+CASES: list[tuple[str, dict, list]] = [
+    ("scalars", {
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer", "minimum": -40, "exclusiveMaximum": 1000},
+            "flag": {"type": "boolean"},
+            "nothing": {"type": "null"},
+            "score": {"type": "number"},
+            "label": {"type": "string", "minLength": 2, "maxLength": 6},
+            "kind": {"enum": ["a", "b", 3, None]},
+            "version": {"const": "v1"},
+        },
+        "required": ["id", "kind"],
+    }, [{"id": -40, "kind": "a"}, {"id": 999, "flag": True, "nothing": None, "score": -1.5e3, "label": "héllo",
+         "kind": None, "version": "v1"}, {"id": 0, "label": "\"\\", "kind": 3}]),
+    ("arrays", {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "minItems": 1, "maxItems": 3},
+            "point": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "integer"}], "items": False},
+            "matrix": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
+                       "maxItems": 2},
+        },
+        "required": ["tags"],
+    }, [{"tags": ["x"]}, {"tags": ["a", "bb", "ccc"], "point": [1, -2], "matrix": [[1, 2], []]},
+        {"tags": ["東京"], "point": [3]}]),
+    ("combinators", {
+        "$defs": {"pos": {"type": "integer", "minimum": 1, "maximum": 99}},
+        "type": "object",
+        "properties": {
+            "value": {"anyOf": [{"$ref": "#/$defs/pos"}, {"type": "string", "maxLength": 4}]},
+            "either": {"oneOf": [{"type": "boolean"}, {"type": "null"}]},
+            "both": {"allOf": [{"type": "integer"}, {"minimum": 5, "maximum": 7}]},
+        },
+        "required": ["value", "either"],
+    }, [{"value": 42, "either": True}, {"value": "abcd", "either": None, "both": 6}]),
+    ("formats", {
+        "type": "object",
+        "properties": {f: {"type": "string", "format": f} for f in ("date", "date-time", "uuid", "ipv4", "email")},
+    }, [{}, {"date": "2024-02-29", "date-time": "2024-02-29T12:30:00Z",
+             "uuid": "123e4567-e89b-12d3-a456-426614174000", "ipv4": "192.168.0.1", "email": "ada@example.org"}]),
+    ("free-form map", {"type": "object", "additionalProperties": {"type": "integer", "maximum": 9}},
+     [{}, {"x": 1, "y z": -3}]),
+]
+
+
+def validate(schema: dict, text: str) -> None:
+    jsonschema.validate(json.loads(text), schema, format_checker=jsonschema.FormatChecker())
+
+
+@pytest.mark.parametrize(("name", "schema", "instances"), CASES, ids=[c[0] for c in CASES])
+def test_random_walks_are_valid(compiler: constrain.Compiler, name: str, schema: dict, instances: list) -> None:
+    guide = compiler.json_schema(schema)
+    rng = random.Random(name)
+    finished = 0
+    for _ in range(12):
+        ids, ended = random_walk(guide, compiler.vocabulary, rng, max_tokens=250, eos_probability=0.9)
+        if ended:
+            finished += 1
+            validate(schema, token_text(compiler.vocabulary, ids).decode("utf-8"))
+    assert finished
+
+
+@pytest.mark.parametrize(("name", "schema", "instances"), CASES, ids=[c[0] for c in CASES])
+def test_valid_instances_are_accepted(
+    compiler: constrain.Compiler, tokenizer: object, name: str, schema: dict, instances: list
+) -> None:
+    guide = compiler.json_schema(schema)
+    for instance in instances:
+        for text in (json.dumps(instance), json.dumps(instance, separators=(",", ":")),
+                     json.dumps(instance, ensure_ascii=False)):  # fmt: skip
+            validate(schema, text)
+            ids = tokenize_continuation(tokenizer, text)
+            assert accepts(guide, ids), text
+
+
+@pytest.mark.parametrize(
+    ("schema", "text"),
+    [
+        (CASES[0][1], '{"id": 1000, "kind": "a"}'),
+        (CASES[0][1], '{"kind": "a"}'),
+        (CASES[0][1], '{"id": 1, "kind": "c"}'),
+        (CASES[0][1], '{"id": 1, "label": "x", "kind": "a"}'),
+        (CASES[1][1], '{"tags": []}'),
+        (CASES[1][1], '{"tags": ["a"], "point": [1, 2, 3]}'),
+        (CASES[2][1], '{"value": 100, "either": true}'),
+        (CASES[3][1], '{"date": "2024-13-01"}'),
+        (CASES[4][1], '{"x": 10}'),
+    ],
+)
+def test_invalid_instances_are_rejected(compiler: constrain.Compiler, tokenizer: object, schema: dict, text: str) -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        validate(schema, text)
+    assert not accepts(compiler.json_schema(schema), tokenize_continuation(tokenizer, text))
+
+
+def test_pydantic_round_trip(compiler: constrain.Compiler) -> None:
+    guide = compiler.json_schema(Person)
+    assert guide.model_class is Person
+    rng = random.Random(3)
+    done = 0
+    for _ in range(10):
+        ids, ended = random_walk(guide, compiler.vocabulary, rng, max_tokens=250, eos_probability=0.9)
+        if ended:
+            done += 1
+            Person.model_validate_json(token_text(compiler.vocabulary, ids).decode("utf-8"))
+    assert done
+
+
+def test_unsupported_keyword_names_keyword_and_pointer() -> None:
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True}}}
+    with pytest.raises(constrain.UnsupportedSchemaError) as info:
+        to_regex(schema)
+    assert info.value.keyword == "uniqueItems" and info.value.pointer == "#/properties/xs/uniqueItems"
+    assert "lenient=True" in str(info.value)
+
+
+def test_lenient_mode_drops_and_reports(smollm2: object) -> None:
+    compiler = constrain.Compiler(smollm2)
+    schema = {"type": "number", "multipleOf": 0.5}
+    with pytest.warns(UserWarning, match="multipleOf"):
+        guide = compiler.json_schema(schema, lenient=True)
+    assert guide.dropped == (("multipleOf", "#/multipleOf"),)
+
+
+def test_recursive_schema_needs_a_depth_or_the_grammar_backend(smollm2: object) -> None:
+    tree = {"$defs": {"node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+            "$ref": "#/$defs/node"}  # fmt: skip
+    with pytest.raises(constrain.RecursiveSchemaError, match="max_recursion_depth"):
+        to_regex(tree)
+    compiler = constrain.Compiler(smollm2)
+    guide = compiler.json_schema(tree, max_recursion_depth=2)
+    tokenizer = smollm2
+    assert accepts(guide, tokenize_continuation(tokenizer, '{"kids": [{"kids": []}, {}]}'))
+    rng = random.Random(5)
+    for _ in range(10):
+        ids, ended = random_walk(guide, compiler.vocabulary, rng, max_tokens=200, eos_probability=0.9)
+        if ended:
+            jsonschema.validate(json.loads(token_text(compiler.vocabulary, ids)), tree)
+
+
+def test_whitespace_presets(smollm2: object) -> None:
+    compiler = constrain.Compiler(smollm2)
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    pretty = json.dumps({"a": 1}, indent=2)
+    assert not accepts(compiler.json_schema(schema), tokenize_continuation(smollm2, pretty))
+    assert accepts(compiler.json_schema(schema, whitespace="any"), tokenize_continuation(smollm2, pretty))
+    assert not accepts(compiler.json_schema(schema, whitespace="any"),
+                       tokenize_continuation(smollm2, '{"a":' + " " * 20 + "1}"))  # fmt: skip
