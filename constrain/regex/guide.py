@@ -80,7 +80,8 @@ class RegexGuide:
         if state == FINISHED:
             raise TokenRejected(token_id, state, "the sequence already ended; only EOS may follow")
         row = self.index.row(state)
-        position = int(np.searchsorted(row.token_ids, token_id))
+        # An int32 needle: a Python int would make numpy convert the whole row first.
+        position = int(np.searchsorted(row.token_ids, np.int32(token_id))) if 0 <= token_id < 2**31 else 0
         if position == len(row.token_ids) or row.token_ids[position] != token_id:
             raise TokenRejected(token_id, state, self._why_rejected(token_id))
         return int(row.next_states[position])
