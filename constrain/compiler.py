@@ -13,11 +13,12 @@ from collections import OrderedDict
 from typing import Any, Callable, Iterable, Sequence
 
 from .errors import ConstrainError
-from .json_schema.to_regex import load_schema, schema_walk
+from .json_schema.to_regex import SchemaOptions, load_schema, schema_walk
 from .regex.automaton import ByteNFA, LazyDFA, Limits
 from .regex.guide import RegexGuide
 from .regex.index import TokenIndex
-from .regex.parse import Node, literal_choice, parse_regex
+from .regex.parse import literal_choice, parse_regex
+from .regex.tree import Node
 from .vocabulary import Vocabulary
 
 __all__ = ["Compiler"]
@@ -73,26 +74,21 @@ class Compiler:
         label = "choice(" + ", ".join(repr(o) for o in options[:5]) + (", ...)" if len(options) > 5 else ")")
         return self._cached(("choice", options), lambda: literal_choice(options), label, limits)
 
-    def json_schema(
-        self,
-        schema: Any,
-        *,
-        whitespace: str = "default",
-        lenient: bool = False,
-        max_recursion_depth: int | None = None,
-        limits: Limits | None = None,
-    ) -> RegexGuide:
+    def json_schema(self, schema: Any, *, limits: Limits | None = None, **options: Any) -> RegexGuide:
         """A guide for JSON text valid under ``schema`` (dict, JSON text or Pydantic model class).
 
-        A keyword the regex cannot enforce raises :class:`UnsupportedSchemaError`
-        naming it and its JSON pointer; with ``lenient=True`` it is dropped instead,
-        listed in ``guide.dropped`` and warned about. ``whitespace`` is ``"default"``
-        (compact or ``json.dumps`` separators), ``"any"`` (bounded runs) or a regex.
+        ``options`` are those of :class:`~constrain.json_schema.SchemaOptions`
+        (``whitespace``, ``lenient``, ``max_recursion_depth``, ``strict_properties``,
+        ``any_value_depth``). A keyword the regex cannot enforce raises
+        :class:`~constrain.UnsupportedSchemaError` naming it and its JSON pointer; with
+        ``lenient=True`` it is dropped, listed in ``guide.dropped`` and warned about.
         """
         loaded = load_schema(schema)
-        walk = schema_walk(loaded, whitespace=whitespace, lenient=lenient, max_recursion_depth=max_recursion_depth)
-        key = ("json_schema", json.dumps(loaded, sort_keys=True), whitespace, lenient, max_recursion_depth)
-        guide = self._cached(key, lambda: parse_regex(walk.regex), walk.regex, limits)
+        settings = SchemaOptions(**options)
+        walk = schema_walk(loaded, settings)
+        key = ("json_schema", json.dumps(loaded, sort_keys=True), settings)
+        label = f"json_schema({json.dumps(loaded)[:50]}...)"
+        guide = self._cached(key, lambda: walk.tree, label, limits)
         guide.dropped = tuple(walk.dropped)
         guide.schema = loaded
         guide.model_class = schema if isinstance(schema, type) else None

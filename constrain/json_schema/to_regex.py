@@ -1,15 +1,17 @@
-"""JSON Schema (or a Pydantic model) → one regular expression, one walker method per keyword group.
+"""JSON Schema (or a Pydantic model) → one regular language, one walker method per keyword group.
 
 The walker follows the documented Outlines path — one regex per schema node, local
-``$ref``s inlined — with one rule the peers break: a keyword the regex cannot
-enforce is never dropped silently. It raises :class:`UnsupportedSchemaError`
-naming the keyword and its JSON pointer, unless ``lenient=True``, which drops it,
-records it in ``dropped`` and warns.
+``$ref``s inlined — but builds the regex *tree* directly (``constrain.regex.tree``),
+so a schema never round-trips through megabytes of regex text; ``to_regex`` renders
+the same tree as text. One rule the peers break is kept everywhere: a keyword the
+regex cannot enforce is never dropped silently. It raises
+:class:`UnsupportedSchemaError` naming the keyword and its JSON pointer, unless
+``lenient=True``, which drops it, records it in ``dropped`` and warns.
 
-Two choices that make the language *smaller* than the schema's, never larger
-(over-constrained, not under-constrained), are documented in ``docs/json_schema.md``:
-an object without ``additionalProperties`` admits only its declared properties,
-and properties appear in definition order.
+Where the regex is deliberately *smaller* than the schema's language (never larger:
+over-constrained, not under-constrained), ``docs/json_schema.md`` says so: by default
+an object admits only its declared properties, in definition order; integers are
+written without fraction or exponent; free-form values nest to a bounded depth.
 """
 
 from __future__ import annotations
@@ -19,14 +21,20 @@ import math
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache
+from typing import Any, Callable
 
-from ..errors import ConstrainError
-from .patterns import BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING, STRING_CHAR, integer_range
+from ..errors import ConstrainError, PatternError
+from ..regex.parse import parse_regex
+from ..regex.tree import EMPTY, NOTHING, CharSet, Literals, Members, Node, Repeat, alt, literal, optional, render, seq
+from .patterns import BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR, integer_range
 
-__all__ = ["UnsupportedSchemaError", "SchemaError", "RecursiveSchemaError", "to_regex", "schema_walk", "load_schema", "WHITESPACE"]
+__all__ = [
+    "SchemaError", "UnsupportedSchemaError", "RecursiveSchemaError",
+    "WHITESPACE", "SchemaOptions", "WalkResult", "load_schema", "schema_walk", "to_regex",
+]  # fmt: skip
 
-#: Whitespace presets: between tokens of the JSON text.
+#: Whitespace presets: what may appear between the tokens of the JSON text.
 WHITESPACE = {
     # compact JSON and json.dumps' default separators (", " and ": "), nothing longer
     "default": r"[ ]?",
@@ -35,11 +43,12 @@ WHITESPACE = {
     "none": "",
 }
 
-# Keywords that only annotate; they constrain nothing, so ignoring them is exact.
-_ANNOTATIONS = {
+# Keywords that only annotate: ignoring them is exact.
+_ANNOTATIONS = frozenset({
     "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
-    "readOnly", "writeOnly", "$anchor", "contentMediaType", "contentEncoding", "discriminator",
-}  # fmt: skip
+    "readOnly", "writeOnly", "$anchor", "$dynamicAnchor", "contentMediaType", "contentEncoding",
+    "contentSchema", "discriminator", "$defs", "definitions",
+})  # fmt: skip
 _TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
 
 
@@ -63,77 +72,104 @@ class RecursiveSchemaError(UnsupportedSchemaError):
     """A ``$ref`` cycle: a regex can only unroll it to a fixed depth."""
 
 
+@dataclass(frozen=True)
+class SchemaOptions:
+    """How a schema becomes a regex.
+
+    ``whitespace``: a :data:`WHITESPACE` preset name or a regex of its own.
+    ``lenient``: drop unenforceable keywords (recorded) instead of raising.
+    ``max_recursion_depth``: unroll ``$ref`` cycles this many levels (None: refuse).
+    ``strict_properties``: an object without ``additionalProperties`` admits only its
+    declared properties (the usual wish for generation); False follows the spec's
+    default (extra properties with any value).
+    ``any_value_depth``: how deep a free-form value (``{}``, ``true``) may nest.
+    """
+
+    whitespace: str = "default"
+    lenient: bool = False
+    max_recursion_depth: int | None = None
+    strict_properties: bool = True
+    any_value_depth: int = 2
+
+
+@dataclass
+class WalkResult:
+    tree: Node
+    dropped: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def regex(self) -> str:
+        return render(self.tree)
+
+
 def load_schema(schema: Any) -> dict[str, Any] | bool:
     """Accept a dict, a bool, JSON text or a Pydantic model class."""
     if isinstance(schema, (dict, bool)):
         return schema
     if isinstance(schema, str):
         try:
-            return json.loads(schema)
+            loaded = json.loads(schema)
         except json.JSONDecodeError as exc:
             raise SchemaError(f"schema text is not JSON: {exc}") from None
+        return load_schema(loaded) if isinstance(loaded, (dict, bool)) else _not_a_schema(loaded)
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
         return schema.model_json_schema()
-    raise SchemaError(f"a schema must be a dict, bool, JSON text or Pydantic model, not {type(schema).__name__}")
+    return _not_a_schema(schema)
 
 
-def to_regex(
-    schema: Any,
-    *,
-    whitespace: str = "default",
-    lenient: bool = False,
-    max_recursion_depth: int | None = None,
-) -> str:
-    """The regex whose matches are JSON texts valid under ``schema``.
-
-    ``whitespace`` is a preset name of :data:`WHITESPACE` or a regex of its own.
-    """
-    return schema_walk(load_schema(schema), whitespace=whitespace, lenient=lenient,
-                       max_recursion_depth=max_recursion_depth).regex
+def _not_a_schema(value: Any) -> Any:
+    raise SchemaError(f"a schema must be a dict, bool, JSON text or Pydantic model, not {type(value).__name__}")
 
 
-def schema_walk(
-    schema: Any, *, whitespace: str = "default", lenient: bool = False, max_recursion_depth: int | None = None
-) -> "WalkResult":
-    """:func:`to_regex` plus the list of (keyword, pointer) pairs lenient mode dropped."""
-    return _Walker(schema, whitespace, lenient, max_recursion_depth).run()
+def to_regex(schema: Any, **options: Any) -> str:
+    """Regex text whose full matches are JSON texts valid under ``schema`` (see :class:`SchemaOptions`)."""
+    return schema_walk(load_schema(schema), SchemaOptions(**options)).regex
 
 
-@dataclass
-class WalkResult:
-    regex: str
-    dropped: list[tuple[str, str]] = field(default_factory=list)
+def schema_walk(schema: Any, options: SchemaOptions = SchemaOptions()) -> WalkResult:
+    """The regex tree of a loaded schema, plus the (keyword, pointer) pairs lenient mode dropped."""
+    walker = _Walker(schema, options)
+    try:
+        tree = walker.node(schema, "#")
+    except RecursionError:
+        raise RecursiveSchemaError(
+            "$ref", "#", "the schema nests too deeply (a cycle through $ref beside other keywords?); "
+            "use the grammar backend or flatten it",
+        ) from None
+    if walker.dropped:
+        listed = ", ".join(f"{k} at {p}" for k, p in walker.dropped)
+        warnings.warn(f"lenient mode dropped keywords the regex cannot enforce: {listed}", stacklevel=3)
+    return WalkResult(tree, walker.dropped)
+
+
+@lru_cache(maxsize=512)
+def _fragment(pattern: str) -> Node:
+    """Parse one of our own regex fragments once."""
+    return parse_regex(pattern)
 
 
 class _Walker:
-    def __init__(self, root: Any, whitespace: str, lenient: bool, max_depth: int | None) -> None:
+    def __init__(self, root: Any, options: SchemaOptions) -> None:
         self.root = root
-        self.ws = WHITESPACE.get(whitespace, whitespace)
-        self.lenient = lenient
-        self.max_depth = max_depth
+        self.options = options
+        self.ws = _fragment(WHITESPACE.get(options.whitespace, options.whitespace) or "(?:)")
+        self.sep = seq(self.ws, literal(","), self.ws)
+        self.colon = seq(self.ws, literal(":"), self.ws)
         self.dropped: list[tuple[str, str]] = []
         self._ref_stack: list[str] = []
-
-    def run(self) -> WalkResult:
-        regex = self.node(self.root, "#")
-        if self.dropped:
-            listed = ", ".join(f"{k} at {p}" for k, p in self.dropped)
-            warnings.warn(f"lenient mode dropped keywords the regex cannot enforce: {listed}", stacklevel=3)
-        return WalkResult(regex, self.dropped)
 
     # ------------------------------------------------------------------ helpers
 
     def unsupported(self, keyword: str, pointer: str, reason: str) -> None:
-        if not self.lenient:
+        if not self.options.lenient:
             raise UnsupportedSchemaError(keyword, pointer, reason)
         self.dropped.append((keyword, pointer or "#"))
 
     def resolve(self, ref: str, pointer: str) -> Any:
         if not ref.startswith("#"):
-            self.unsupported("$ref", pointer, f"only local references are supported, not {ref!r}")
-            return True
+            raise UnsupportedSchemaError("$ref", pointer, f"only local references are supported, not {ref!r}")
         target: Any = self.root
-        for part in ref[1:].split("/")[1:] if ref != "#" else []:
+        for part in ref[1:].split("/")[1:]:
             part = part.replace("~1", "/").replace("~0", "~")
             if isinstance(target, dict) and part in target:
                 target = target[part]
@@ -143,36 +179,160 @@ class _Walker:
                 raise SchemaError(f"$ref {ref!r} at {pointer} does not resolve")
         return target
 
-    # ------------------------------------------------------------------ nodes
+    def wrap(self, open_: str, body: Node, close: str) -> Node:
+        return seq(literal(open_), self.ws, body, self.ws, literal(close))
 
-    def node(self, schema: Any, pointer: str) -> str:
+    # ------------------------------------------------------------------ schema nodes
+
+    def node(self, schema: Any, pointer: str) -> Node:
         if schema is True:
-            return self.any_value(pointer)
+            return self.any_value()
         if schema is False:
-            return r"[^\x00-\U0010FFFF]"
+            return NOTHING
         if not isinstance(schema, dict):
-            raise SchemaError(f"schema at {pointer} must be an object or a boolean")
-        schema = dict(schema)
-        for keyword in list(schema):
-            if keyword in _ANNOTATIONS or keyword in ("$defs", "definitions"):
-                schema.pop(keyword)
+            raise SchemaError(f"schema at {pointer} must be an object or a boolean, not {schema!r}")
+        schema = {k: v for k, v in schema.items() if k not in _ANNOTATIONS}
         if "$ref" in schema:
             return self.ref(schema, pointer)
         if "allOf" in schema:
             return self.node(self.merge_all_of(schema, pointer), pointer)
-        if "const" in schema:
-            return self.literals([schema.pop("const")], schema, pointer, "const")
-        if "enum" in schema:
-            values = schema.pop("enum")
-            if not isinstance(values, list) or not values:
-                raise SchemaError(f"enum at {pointer} must be a non-empty list")
-            return self.literals(values, schema, pointer, "enum")
         for keyword in ("anyOf", "oneOf"):
             if keyword in schema:
                 return self.any_of(schema, keyword, pointer)
-        types = schema.pop("type", None)
-        if types is None:
-            types = self.infer_types(schema)
+        if "not" in schema:
+            return self.negation(schema, pointer)
+        for keyword in ("if", "then", "else", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"):
+            if keyword in schema:
+                self.unsupported(keyword, f"{pointer}/{keyword}", "the regex backend does not implement it")
+                schema.pop(keyword)
+        if "const" in schema or "enum" in schema:
+            return self.literals(schema, pointer)
+        return self.typed_union(schema, pointer)
+
+    def ref(self, schema: dict[str, Any], pointer: str) -> Node:
+        ref = schema.pop("$ref")
+        if not isinstance(ref, str):
+            raise SchemaError(f"$ref at {pointer} must be a string")
+        if schema:  # 2020-12: $ref applies beside its siblings
+            return self.node({"allOf": [{"$ref": ref}, schema]}, pointer)
+        depth = self._ref_stack.count(ref)
+        if depth:
+            if self.options.max_recursion_depth is None:
+                cycle = " → ".join(self._ref_stack[self._ref_stack.index(ref) :] + [ref])
+                raise RecursiveSchemaError(
+                    "$ref", pointer,
+                    f"the schema is recursive ({cycle}); pass max_recursion_depth=k to unroll it k levels "
+                    "into the regex, or use the grammar backend for unbounded depth",
+                )  # fmt: skip
+            if depth > self.options.max_recursion_depth:
+                return NOTHING  # deeper nesting is cut off: over-constrained, never invalid
+        self._ref_stack.append(ref)
+        try:
+            return self.node(self.resolve(ref, pointer), ref)
+        finally:
+            self._ref_stack.pop()
+
+    def deref(self, schema: Any, pointer: str) -> Any:
+        """Follow a chain of bare ``$ref``s."""
+        seen = set()
+        while isinstance(schema, dict) and set(schema) - _ANNOTATIONS == {"$ref"}:
+            if schema["$ref"] in seen:
+                raise SchemaError(f"$ref {schema['$ref']!r} at {pointer} refers only to itself")
+            seen.add(schema["$ref"])
+            schema = self.resolve(schema["$ref"], pointer)
+        return schema
+
+    def merge_all_of(self, schema: dict[str, Any], pointer: str) -> Any:
+        """Merge ``allOf`` branches into one schema where the merge is exact, else refuse."""
+        merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+        for i, branch in enumerate(schema["allOf"]):
+            where = f"{pointer}/allOf/{i}"
+            branch = self.deref(branch, where)
+            if branch is True:
+                continue
+            if branch is False:
+                return False
+            if not isinstance(branch, dict):
+                raise SchemaError(f"{where} must be a schema")
+            branch = {k: v for k, v in branch.items() if k not in _ANNOTATIONS}
+            if "allOf" in branch:
+                branch = self.merge_all_of(branch, where)
+                if branch is False:
+                    return False
+            merged = _merge(merged, branch, where, self.unsupported)
+        return merged
+
+    def any_of(self, schema: dict[str, Any], keyword: str, pointer: str) -> Node:
+        branches = schema.pop(keyword)
+        if not isinstance(branches, list) or not branches:
+            raise SchemaError(f"{keyword} at {pointer} must be a non-empty list")
+        if keyword == "oneOf" and len(branches) > 1 and not self.disjoint(branches, pointer):
+            self.unsupported("oneOf", f"{pointer}/oneOf",
+                             "its branches may overlap, and a regex cannot forbid matching two of them")  # fmt: skip
+        # S ∧ (A ∨ B) = (S ∧ A) ∨ (S ∧ B): siblings move into every branch.
+        options = []
+        for i, branch in enumerate(branches):
+            combined = {"allOf": [schema, branch]} if schema else branch
+            options.append(self.node(combined, f"{pointer}/{keyword}/{i}"))
+        return alt(*options)
+
+    def disjoint(self, branches: list[Any], pointer: str) -> bool:
+        """Branches are known not to overlap: each has one distinct type, or all are distinct consts."""
+        resolved = [self.deref(b, pointer) for b in branches]
+        if not all(isinstance(b, dict) for b in resolved):
+            return False
+        consts = [json.dumps(b["const"], sort_keys=True) if "const" in b else None for b in resolved]
+        if None not in consts and len(set(consts)) == len(consts):
+            return True
+        types = [b.get("type") for b in resolved]
+        if not all(isinstance(t, str) for t in types):
+            return False
+        numeric = [t for t in types if t in ("number", "integer")]
+        return len(set(types)) == len(types) and len(numeric) <= 1
+
+    def negation(self, schema: dict[str, Any], pointer: str) -> Node:
+        """Only the trivial negations: ``not false`` (no constraint) and ``not {}``/``not true`` (nothing)."""
+        inner = self.deref(schema.pop("not"), pointer)
+        if inner is True or (isinstance(inner, dict) and not set(inner) - _ANNOTATIONS):
+            return NOTHING
+        if inner is not False:
+            self.unsupported("not", f"{pointer}/not", "a regex complement is not implemented")
+        return self.node(schema or True, pointer)
+
+    def literals(self, schema: dict[str, Any], pointer: str) -> Node:
+        """``const``/``enum``: the listed values that the sibling keywords also accept."""
+        if "const" in schema:
+            values = [schema.pop("const")]
+            if "enum" in schema:
+                values = [v for v in values if _json_in(v, schema.pop("enum"))]
+        else:
+            values = schema.pop("enum")
+            if not isinstance(values, list):
+                raise SchemaError(f"enum at {pointer} must be a list")
+        if schema:  # filter by the siblings' own regex: exact when that regex is
+            rest = re.compile(render(self.node(schema, pointer)))
+            values = [v for v in values if rest.fullmatch(json.dumps(v, ensure_ascii=False, separators=(",", ":")))]
+        if not values:
+            return NOTHING
+        scalars = [v for v in values if not isinstance(v, (dict, list))]
+        options: list[Node] = []
+        if scalars:
+            options.append(Literals(tuple(dict.fromkeys(_scalar_spellings(scalars)))))
+        options += [self.literal_value(v) for v in values if isinstance(v, (dict, list))]
+        return alt(*options)
+
+    def literal_value(self, value: Any) -> Node:
+        """An object/array constant, with the configured whitespace between its tokens."""
+        if isinstance(value, dict):
+            items = [seq(literal(json.dumps(k, ensure_ascii=False)), self.colon, self.literal_value(v))
+                     for k, v in value.items()]  # fmt: skip
+            return self.wrap("{", _join(items, self.sep), "}")
+        if isinstance(value, list):
+            return self.wrap("[", _join([self.literal_value(v) for v in value], self.sep), "]")
+        return Literals(tuple(dict.fromkeys(_scalar_spellings([value]))))
+
+    def typed_union(self, schema: dict[str, Any], pointer: str) -> Node:
+        types = schema.pop("type", list(_TYPES))
         if isinstance(types, str):
             types = [types]
         for t in types:
@@ -181,284 +341,358 @@ class _Walker:
         # Each type reads its own keywords from a copy (``minimum`` binds integer and number
         # alike); a keyword that no type consumed is one this backend does not know.
         options, unused = [], set(schema)
-        for t in types:
+        for t in dict.fromkeys(types):
             own = dict(schema)
-            options.append(self.typed(t, own, pointer))
+            options.append(getattr(self, f"type_{t}")(own, pointer))
             unused &= set(own)
         for key in sorted(unused):
             self.unsupported(key, f"{pointer}/{key}", "the regex backend does not implement it")
-        return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
-
-    def ref(self, schema: dict[str, Any], pointer: str) -> str:
-        ref = schema.pop("$ref")
-        if schema:
-            schema = {"allOf": [{"$ref": ref}, schema]}
-            return self.node(schema, pointer)
-        depth = self._ref_stack.count(ref)
-        if depth:
-            if self.max_depth is None:
-                cycle = " → ".join(self._ref_stack[self._ref_stack.index(ref):] + [ref])
-                raise RecursiveSchemaError(
-                    "$ref", pointer,
-                    f"the schema is recursive ({cycle}); pass max_recursion_depth=k to unroll it k levels "
-                    "into the regex, or use the grammar backend for unbounded depth",
-                )  # fmt: skip
-            if depth > self.max_depth:
-                return r"[^\x00-\U0010FFFF]"  # deeper nesting is cut off: over-constrained, never invalid
-        self._ref_stack.append(ref)
-        try:
-            return self.node(self.resolve(ref, pointer), ref)
-        finally:
-            self._ref_stack.pop()
-
-    def merge_all_of(self, schema: dict[str, Any], pointer: str) -> dict[str, Any]:
-        """Merge ``allOf`` branches when no keyword appears twice (then the merge is exact)."""
-        merged = {k: v for k, v in schema.items() if k != "allOf"}
-        for i, branch in enumerate(schema["allOf"]):
-            if isinstance(branch, dict) and "$ref" in branch and len(branch) == 1:
-                branch = self.resolve(branch["$ref"], f"{pointer}/allOf/{i}")
-            if branch is True:
-                continue
-            if not isinstance(branch, dict):
-                return {"not": {}} if branch is False else merged
-            for key, value in branch.items():
-                if key in _ANNOTATIONS:
-                    continue
-                if key in merged and merged[key] != value:
-                    if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
-                        overlap = set(merged[key]) & set(value)
-                        if not overlap:
-                            merged[key] = {**merged[key], **value}
-                            continue
-                    if key == "required":
-                        merged[key] = list(dict.fromkeys(merged[key] + value))
-                        continue
-                    self.unsupported("allOf", f"{pointer}/allOf/{i}/{key}", f"{key!r} appears in several branches")
-                    continue
-                merged[key] = value
-        return merged
-
-    def any_of(self, schema: dict[str, Any], keyword: str, pointer: str) -> str:
-        branches = schema.pop(keyword)
-        if schema:
-            extra = [k for k in schema if k not in ("type",)]
-            if extra:
-                self.unsupported(extra[0], f"{pointer}/{extra[0]}", f"combining {keyword} with sibling keywords")
-        options = [self.node(b, f"{pointer}/{keyword}/{i}") for i, b in enumerate(branches)]
-        if keyword == "oneOf" and len(options) > 1 and not self.disjoint(branches):
-            self.unsupported("oneOf", f"{pointer}/oneOf", "a regex cannot forbid a value that matches two branches")
-        return "(?:" + "|".join(options) + ")"
-
-    def disjoint(self, branches: list[Any]) -> bool:
-        """True when branches are known not to overlap: distinct single types, or distinct consts."""
-        types = []
-        for b in branches:
-            if not isinstance(b, dict):
-                return False
-            if "$ref" in b and len(b) == 1:
-                b = self.resolve(b["$ref"], "#")
-            t = b.get("type")
-            if not isinstance(t, str) or t in ("number", "integer"):
-                return False
-            types.append(t)
-        return len(set(types)) == len(types)
-
-    def literals(self, values: list[Any], rest: dict[str, Any], pointer: str, keyword: str) -> str:
-        rest.pop("type", None)
-        for key in rest:
-            self.unsupported(key, f"{pointer}/{key}", f"combined with {keyword}")
-        options = []
-        for value in values:
-            compact = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-            if isinstance(value, (dict, list)):
-                spaced = json.dumps(value, ensure_ascii=False)
-                options.append(re.escape(compact) if compact == spaced else self.literal_value(value))
-            else:
-                options.append(re.escape(compact))
-        return "(?:" + "|".join(options) + ")"
-
-    def literal_value(self, value: Any) -> str:
-        """An object/array constant with the configured whitespace between its tokens."""
-        ws = self.ws
-        if isinstance(value, dict):
-            items = [f"{re.escape(json.dumps(k, ensure_ascii=False))}{ws}:{ws}{self.literal_value(v)}"
-                     for k, v in value.items()]  # fmt: skip
-            return r"\{" + ws + f"{ws},{ws}".join(items) + ws + r"\}"
-        if isinstance(value, list):
-            return r"\[" + ws + f"{ws},{ws}".join(self.literal_value(v) for v in value) + ws + r"\]"
-        return re.escape(json.dumps(value, ensure_ascii=False))
-
-    def infer_types(self, schema: dict[str, Any]) -> list[str]:
-        hints = {
-            "object": ("properties", "required", "additionalProperties"),
-            "array": ("items", "prefixItems", "minItems", "maxItems"),
-            "string": ("minLength", "maxLength", "pattern", "format"),
-            "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
-        }
-        found = [t for t, keys in hints.items() if any(k in schema for k in keys)]
-        return found or list(_TYPES)
+        return alt(*options)
 
     # ------------------------------------------------------------------ typed values
 
-    def typed(self, t: str, schema: dict[str, Any], pointer: str) -> str:
-        return getattr(self, f"type_{t}")(schema, pointer)
+    def type_null(self, schema: dict[str, Any], pointer: str) -> Node:
+        return _fragment(NULL)
 
-    def type_null(self, schema: dict[str, Any], pointer: str) -> str:
-        return NULL
+    def type_boolean(self, schema: dict[str, Any], pointer: str) -> Node:
+        return _fragment(BOOLEAN)
 
-    def type_boolean(self, schema: dict[str, Any], pointer: str) -> str:
-        return BOOLEAN
+    def type_integer(self, schema: dict[str, Any], pointer: str) -> Node:
+        low, high = self.integer_bounds(schema, pointer)
+        step = schema.pop("multipleOf", None)
+        # Every integer is a multiple of 1/n (1, 0.5, 0.25, ...); other steps need divisibility.
+        if step is not None and not (isinstance(step, (int, float)) and step > 0 and (1 / step).is_integer()):
+            self.unsupported("multipleOf", f"{pointer}/multipleOf", "divisibility is not implemented")
+        if low is None and high is None:
+            return _fragment(INTEGER)
+        return _fragment(integer_range(low, high))
 
-    def type_integer(self, schema: dict[str, Any], pointer: str) -> str:
-        low, high = None, None
-        for key, bound in (("minimum", 0), ("exclusiveMinimum", 1), ("maximum", 0), ("exclusiveMaximum", -1)):
+    def integer_bounds(self, schema: dict[str, Any], pointer: str) -> tuple[int | None, int | None]:
+        low: int | None = None
+        high: int | None = None
+        for key in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
             if key not in schema:
                 continue
             value = schema.pop(key)
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise SchemaError(f"{key} at {pointer} must be a number")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SchemaError(f"{key} at {pointer} must be a finite number")
+            if key == "minimum":
+                candidate = math.ceil(value)
+            elif key == "exclusiveMinimum":
+                candidate = math.floor(value) + 1
+            elif key == "maximum":
+                candidate = math.floor(value)
+            else:
+                candidate = math.ceil(value) - 1
             if key.endswith("inimum"):
-                candidate = math.ceil(value) if bound == 0 else math.floor(value) + 1
                 low = candidate if low is None else max(low, candidate)
             else:
-                candidate = math.floor(value) if bound == 0 else math.ceil(value) - 1
                 high = candidate if high is None else min(high, candidate)
-        if "multipleOf" in schema:
-            self.unsupported("multipleOf", f"{pointer}/multipleOf", "divisibility is not expressible compactly")
-            schema.pop("multipleOf")
-        return INTEGER if low is None and high is None else integer_range(low, high)
+        return low, high
 
-    def type_number(self, schema: dict[str, Any], pointer: str) -> str:
-        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
-            if key in schema:
-                self.unsupported(key, f"{pointer}/{key}", "bounds on non-integer numbers are not implemented")
-                schema.pop(key)
-        return NUMBER
+    def type_number(self, schema: dict[str, Any], pointer: str) -> Node:
+        bounded = [k for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in schema]
+        step = schema.pop("multipleOf", None)
+        if step is not None:
+            if isinstance(step, (int, float)) and float(step).is_integer() and step >= 1:
+                # a multiple of an integer step is an integer: reuse the exact integer path
+                schema["multipleOf"] = step
+                return self.type_integer(schema, pointer)
+            self.unsupported("multipleOf", f"{pointer}/multipleOf", "multipleOf on non-integers is not implemented")
+        if not bounded:
+            return _fragment(NUMBER)
+        if all(isinstance(schema[k], int) and not isinstance(schema[k], bool) for k in bounded):
+            return self.bounded_number(schema, pointer)
+        for key in bounded:
+            self.unsupported(key, f"{pointer}/{key}", "non-integer bounds on numbers are not implemented")
+            schema.pop(key)
+        return _fragment(NUMBER)
 
-    def type_string(self, schema: dict[str, Any], pointer: str) -> str:
+    def bounded_number(self, schema: dict[str, Any], pointer: str) -> Node:
+        """Numbers between integer bounds: exact integers, plus decimals by their integer part.
+
+        Exponents are left out (over-constrained): with them, digits alone no longer say
+        the magnitude.
+        """
+        exclusive_low = "exclusiveMinimum" in schema and (
+            "minimum" not in schema or schema["exclusiveMinimum"] >= schema["minimum"]
+        )
+        exclusive_high = "exclusiveMaximum" in schema and (
+            "maximum" not in schema or schema["exclusiveMaximum"] <= schema["maximum"]
+        )
+        low, high = self.integer_bounds(schema, pointer)  # bounds on the integer values
+        # A decimal d.f with f > 0 lies strictly between floor and floor + 1.
+        floor_low = None if low is None else (low if not exclusive_low else low - 1)
+        floor_high = None if high is None else (high - 1 if not exclusive_high else high)
+        options = [_fragment(integer_range(low, high))]
+        fraction = _fragment(r"\.[0-9]*[1-9]")
+        if floor_high is None or floor_low is None or floor_low <= floor_high:
+            # non-negative floors n ≥ 0: the text is "n.f"; negative floors -(m+1): the text is "-m.f"
+            if floor_high is None or floor_high >= 0:
+                options.append(seq(_fragment(integer_range(max(floor_low or 0, 0), floor_high)), fraction))
+            if floor_low is None or floor_low < 0:
+                m_low = 0 if floor_high is None or floor_high >= -1 else -floor_high - 1
+                m_high = None if floor_low is None else -floor_low - 1
+                options.append(seq(literal("-"), _fragment(integer_range(m_low, m_high)), fraction))
+        return alt(*options)
+
+    def type_string(self, schema: dict[str, Any], pointer: str) -> Node:
         low, high = schema.pop("minLength", 0), schema.pop("maxLength", None)
         pattern, fmt = schema.pop("pattern", None), schema.pop("format", None)
-        if pattern is not None:
-            if low or high is not None:
-                self.unsupported("minLength", pointer, "length limits combined with pattern")
-            if not (pattern.startswith("^") and pattern.endswith("$")):
-                self.unsupported("pattern", f"{pointer}/pattern", "unanchored patterns match substrings")
-            body = pattern[1:-1] if pattern.startswith("^") and pattern.endswith("$") else pattern
-            return f'"(?:{body})"'
-        if fmt is not None:
-            if fmt in FORMATS:
-                if low or high is not None:
-                    self.unsupported("minLength", pointer, "length limits combined with format")
-                return f'"(?:{FORMATS[fmt]})"'
+        char = _fragment(STRING_CHAR)
+        body: Node = Repeat(char, low, high)
+        constraints = [k for k, v in (("pattern", pattern), ("format", fmt)) if v is not None]
+        if len(constraints) == 2 or (constraints and (low or high is not None)):
+            self.unsupported(constraints[-1], f"{pointer}/{constraints[-1]}",
+                             "combining pattern, format and length limits is not implemented")  # fmt: skip
+        if fmt is not None and fmt not in FORMATS:
             self.unsupported("format", f"{pointer}/format", f"the format {fmt!r} is not implemented")
-        if low == 0 and high is None:
-            return STRING
-        return f'"{STRING_CHAR}{{{low},{"" if high is None else high}}}"'
+        elif fmt is not None:
+            body = _fragment(FORMATS[fmt])
+        if pattern is not None:
+            body = self.string_pattern(pattern, f"{pointer}/pattern")
+        return seq(literal('"'), body, literal('"'))
 
-    def type_array(self, schema: dict[str, Any], pointer: str) -> str:
-        ws, sep = self.ws, f"{self.ws},{self.ws}"
+    def string_pattern(self, pattern: Any, pointer: str) -> Node:
+        """A ``pattern`` (ECMA-262, unanchored: a *search*) as the string's content."""
+        if not isinstance(pattern, str):
+            raise SchemaError(f"pattern at {pointer} must be a string")
+        anchored_start, anchored_end = pattern.startswith("^"), pattern.endswith("$") and not pattern.endswith("\\$")
+        try:
+            tree = parse_regex(pattern)
+        except PatternError as exc:
+            raise UnsupportedSchemaError("pattern", pointer, str(exc)) from None
+        anything = Repeat(_fragment(STRING_CHAR), 0, None)
+        return seq(EMPTY if anchored_start else anything, _json_escaped(tree), EMPTY if anchored_end else anything)
+
+    def type_array(self, schema: dict[str, Any], pointer: str) -> Node:
         prefix = [self.node(s, f"{pointer}/prefixItems/{i}") for i, s in enumerate(schema.pop("prefixItems", []))]
         items = schema.pop("items", True)
         item = None if items is False else self.node(items, f"{pointer}/items")
         low, high = schema.pop("minItems", 0), schema.pop("maxItems", None)
         if schema.get("uniqueItems") is False:
             schema.pop("uniqueItems")
-        for key in ("uniqueItems", "contains", "minContains", "maxContains", "unevaluatedItems"):
+        for key in ("uniqueItems", "contains", "minContains", "maxContains"):
             if key in schema:
                 self.unsupported(key, f"{pointer}/{key}", "not expressible by the regex backend")
                 schema.pop(key)
         if item is None:
             high = len(prefix) if high is None else min(high, len(prefix))
         if high is not None and low > high:
-            return r"[^\x00-\U0010FFFF]"
+            return NOTHING
+        sep = self.sep
 
-        def element(i: int) -> str:
+        def element(i: int) -> Node:
             return prefix[i] if i < len(prefix) else item  # type: ignore[return-value]
 
-        def optional_from(i: int) -> str:
-            """Elements i, i+1, ... each optional and each after a separator."""
+        def optional_from(i: int) -> Node:
+            """Elements i, i+1, ... each optional, each after a separator."""
             if high is not None and i >= high:
-                return ""
+                return EMPTY
             if i >= len(prefix):
-                return f"(?:{sep}{item})" + ("*" if high is None else f"{{0,{high - i}}}")
-            return f"(?:{sep}{prefix[i]}{optional_from(i + 1)})?"
+                return Repeat(seq(sep, item), 0, None if high is None else high - i)  # type: ignore[arg-type]
+            return optional(seq(sep, prefix[i], optional_from(i + 1)))
 
         if low:
-            body = sep.join(element(i) for i in range(low)) + optional_from(low)
+            body = seq(_join([element(i) for i in range(low)], sep), optional_from(low))
         elif high == 0:
-            body = ""
+            body = EMPTY
         else:
-            body = f"(?:{element(0)}{optional_from(1)})?"
-        return rf"\[{ws}{body}{ws}\]"
+            body = optional(seq(element(0), optional_from(1)))
+        return self.wrap("[", body, "]")
 
-    def type_object(self, schema: dict[str, Any], pointer: str) -> str:
-        ws = self.ws
-        properties: dict[str, Any] = schema.pop("properties", {})
-        required = set(schema.pop("required", []))
+    def type_object(self, schema: dict[str, Any], pointer: str) -> Node:
+        properties: dict[str, Any] = dict(schema.pop("properties", {}))
+        required = list(dict.fromkeys(schema.pop("required", [])))
         additional = schema.pop("additionalProperties", None)
-        for key in ("minProperties", "maxProperties", "patternProperties", "propertyNames",
-                    "dependentRequired", "dependentSchemas", "unevaluatedProperties"):  # fmt: skip
+        if additional is None and not self.options.strict_properties:
+            additional = True
+        for key in ("minProperties", "maxProperties", "patternProperties", "propertyNames", "dependentRequired"):
             if key in schema:
                 self.unsupported(key, f"{pointer}/{key}", "not expressible by the regex backend")
                 schema.pop(key)
-        missing = required - set(properties)
-        if missing and additional is False:
-            return r"[^\x00-\U0010FFFF]"
-        for name in sorted(missing):
-            properties[name] = True
+        for name in required:
+            if name not in properties:
+                if additional in (None, False):
+                    return NOTHING  # a required key that may not appear
+                properties[name] = additional
         members = []
         for name, sub in properties.items():
-            key = re.escape(json.dumps(name, ensure_ascii=False))
-            value = self.node(sub, f"{pointer}/properties/{_escape_pointer(name)}")
-            members.append((f"{key}{ws}:{ws}{value}", name in required))
-        sep = f"{ws},{ws}"
-        body = _ordered_members(members, sep)
+            where = f"{pointer}/properties/{_escape_pointer(name)}"
+            value = self.node(sub, where)
+            if value == NOTHING:
+                if name in required:
+                    return NOTHING
+                continue
+            members.append((seq(literal(json.dumps(name, ensure_ascii=False)), self.colon, value), name in required))
+        extra = None
         if additional not in (None, False):
             value = self.node(additional, f"{pointer}/additionalProperties")
-            # extra keys must differ from declared ones; that needs a complement regex, so we only
-            # allow them when no property is declared.
-            if properties:
-                self.unsupported("additionalProperties", f"{pointer}/additionalProperties",
-                                 "extra keys beside declared properties are not implemented")  # fmt: skip
-            else:
-                member = f"{STRING}{ws}:{ws}{value}"
-                body = f"(?:{member}(?:{sep}{member})*)?"
-        return rf"\{{{ws}{body}{ws}\}}"
+            if value != NOTHING:
+                extra = seq(literal('"'), _other_key(list(properties)), literal('"'), self.colon, value)
+        return self.wrap("{", Members(tuple(members), self.sep, extra), "}")
 
-    def any_value(self, pointer: str) -> str:
-        """Any JSON value — bounded to depth 2, since a regex cannot nest without limit."""
-        ws, sep = self.ws, f"{self.ws},{self.ws}"
-        scalar = f"(?:{STRING}|{NUMBER}|{BOOLEAN}|{NULL})"
+    def any_value(self) -> Node:
+        """Any JSON value, nested at most ``any_value_depth`` levels (a regex cannot nest freely)."""
+        scalar = alt(_fragment(f'"{STRING_CHAR}*"'), _fragment(NUMBER), _fragment(BOOLEAN), _fragment(NULL))
         level = scalar
-        for _ in range(2):
-            array = rf"\[{ws}(?:{level}(?:{sep}{level})*)?{ws}\]"
-            member = f"{STRING}{ws}:{ws}{level}"
-            obj = rf"\{{{ws}(?:{member}(?:{sep}{member})*)?{ws}\}}"
-            level = f"(?:{scalar}|{array}|{obj})"
+        for _ in range(self.options.any_value_depth):
+            array = self.wrap("[", optional(seq(level, Repeat(seq(self.sep, level), 0, None))), "]")
+            member = seq(_fragment(f'"{STRING_CHAR}*"'), self.colon, level)
+            obj = self.wrap("{", optional(seq(member, Repeat(seq(self.sep, member), 0, None))), "}")
+            level = alt(scalar, array, obj)
         return level
 
 
-def _ordered_members(members: list[tuple[str, bool]], sep: str) -> str:
-    """Members in definition order; required ones always present, optional ones maybe.
+def _merge(
+    merged: dict[str, Any], branch: dict[str, Any], pointer: str, unsupported: Callable[[str, str, str], None]
+) -> dict[str, Any]:
+    """Conjunction of two schemas for the keywords where it has a closed form."""
+    out = dict(merged)
+    for key, value in branch.items():
+        if key not in out or out[key] == value:
+            out[key] = value
+        elif key in ("minimum", "exclusiveMinimum", "minLength", "minItems"):
+            out[key] = max(out[key], value)
+        elif key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems"):
+            out[key] = min(out[key], value)
+        elif key == "required":
+            out[key] = list(dict.fromkeys(out[key] + value))
+        elif key == "type":
+            a = {out[key]} if isinstance(out[key], str) else set(out[key])
+            b = {value} if isinstance(value, str) else set(value)
+            both = a & b | ({"integer"} if ("number" in a and "integer" in b) or ("integer" in a and "number" in b) else set())
+            out[key] = sorted(both)
+        elif key == "properties":
+            props = dict(out[key])
+            for name, sub in value.items():
+                props[name] = {"allOf": [props[name], sub]} if name in props else sub
+            out[key] = props
+        elif key == "enum":
+            out[key] = [v for v in out[key] if _json_in(v, value)]
+        elif key in ("anyOf", "oneOf", "not", "items", "additionalProperties"):
+            if key in ("items", "additionalProperties"):
+                out[key] = {"allOf": [out[key], value]}
+            else:
+                out.setdefault("allOf", [])
+                out["allOf"] = [*out.get("allOf", []), {key: value}]
+        else:
+            unsupported("allOf", f"{pointer}/{key}", f"{key!r} appears in several branches with different values")
+    # Extra-property rules of one branch also judge the properties the other declares.
+    a_extra, b_extra = merged.get("additionalProperties"), branch.get("additionalProperties")
+    for own, other_props, extra in ((merged, branch.get("properties", {}), a_extra),
+                                    (branch, merged.get("properties", {}), b_extra)):  # fmt: skip
+        if extra is None:
+            continue
+        own_props = own.get("properties", {})
+        for name in other_props:
+            if name not in own_props:
+                out.setdefault("properties", {})
+                out["properties"] = dict(out["properties"])
+                out["properties"][name] = {"allOf": [out["properties"][name], extra]}
+    return out
 
-    With a required member to anchor on, the regex is linear in the member count:
-    optional members before it carry a trailing separator, those after it a leading
-    one. Without any, the first present member has no separator and the choice of
-    which one it is makes the regex quadratic — acceptable for the object sizes
-    where every property is optional.
+
+def _json_in(value: Any, values: list[Any]) -> bool:
+    key = json.dumps(value, sort_keys=True)
+    return any(json.dumps(v, sort_keys=True) == key for v in values)
+
+
+def _scalar_spellings(values: list[Any]) -> list[bytes]:
+    spellings = []
+    for value in values:
+        spellings.append(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+        if isinstance(value, str):
+            spellings.append(json.dumps(value).encode("utf-8"))  # json.dumps' default \u escapes
+        if isinstance(value, float) and value.is_integer():
+            spellings.append(str(int(value)).encode("utf-8"))  # 1.0 == 1 in JSON Schema
+    return spellings
+
+
+def _join(items: list[Node], separator: Node) -> Node:
+    parts: list[Node] = []
+    for i, item in enumerate(items):
+        if i:
+            parts.append(separator)
+        parts.append(item)
+    return seq(*parts) if parts else EMPTY
+
+
+def _json_escaped(tree: Node) -> Node:
+    """Spell a pattern's characters as JSON string content: '"', '\\' and controls escaped.
+
+    ``pattern`` constrains the decoded string; the generated text is its JSON encoding,
+    so a quote the pattern allows must be written ``\\"``. Other escapes JSON permits
+    (``\\u0041`` for ``A``) are not offered — over-constrained, never invalid.
     """
-    if not members:
-        return ""
-    anchor = next((i for i, (_, req) in enumerate(members) if req), None)
-    if anchor is not None:
-        before = "".join(f"{m}{sep}" if req else f"(?:{m}{sep})?" for m, req in members[:anchor])
-        after = "".join(f"{sep}{m}" if req else f"(?:{sep}{m})?" for m, req in members[anchor + 1 :])
-        return before + members[anchor][0] + after
-    options = []
-    for i, (member, _) in enumerate(members):
-        rest = "".join(f"(?:{sep}{m})?" for m, _ in members[i + 1 :])
-        options.append(member + rest)
-    return "(?:" + "|".join(options) + ")?"
+    from ..regex.tree import Alt, Concat
+
+    if isinstance(tree, CharSet):
+        raw = _subtract(tree.ranges, [0x22, 0x5C, *range(0x20)])
+        escaped = [_escape_char(code) for lo, hi in tree.ranges for code in range(lo, min(hi, 0x5C) + 1)
+                   if code in _SPECIAL]  # fmt: skip
+        return alt(*([CharSet(raw)] if raw else []), *escaped) if raw or escaped else NOTHING
+    if isinstance(tree, Literals):
+        return Literals(tuple(json.dumps(o.decode("utf-8"), ensure_ascii=False)[1:-1].encode() for o in tree.options))
+    if isinstance(tree, Concat):
+        return seq(*(_json_escaped(p) for p in tree.parts))
+    if isinstance(tree, Alt):
+        return alt(*(_json_escaped(o) for o in tree.options))
+    if isinstance(tree, Repeat):
+        return Repeat(_json_escaped(tree.node), tree.low, tree.high)
+    raise TypeError(f"unexpected pattern node {tree!r}")
+
+
+_SPECIAL = frozenset([0x22, 0x5C, *range(0x20)])
+
+
+def _escape_char(code: int) -> Node:
+    return literal(json.dumps(chr(code))[1:-1])
+
+
+def _other_key(names: list[str]) -> Node:
+    """Raw (escape-free) JSON key content that is none of ``names``: a trie complement.
+
+    Keys spelled with escapes are left out entirely, since ``"\\u0061"`` is the key
+    ``a`` and would slip past the declared property's own schema.
+    """
+    raw = CharSet(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)))
+    any_raw = Repeat(raw, 0, None)
+    trie: dict[str, Any] = {}
+    for name in names:
+        if any(c in name for c in '"\\') or any(ord(c) < 0x20 for c in name):
+            continue  # never spelled raw, so no raw key can equal it
+        node = trie
+        for char in name:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def complement(node: dict[str, Any]) -> Node:
+        options: list[Node] = []
+        if "" not in node:
+            options.append(EMPTY)
+        children = sorted(ord(c) for c in node if c)
+        others = _subtract(raw.ranges, children)
+        if others:
+            options.append(seq(CharSet(others), any_raw))
+        for code in children:
+            options.append(seq(literal(chr(code)), complement(node[chr(code)])))
+        return alt(*options) if options else NOTHING
+
+    return complement(trie)
+
+
+def _subtract(ranges: tuple[tuple[int, int], ...], points: list[int]) -> tuple[tuple[int, int], ...]:
+    out = []
+    for lo, hi in ranges:
+        for p in points:
+            if lo <= p <= hi:
+                if lo < p:
+                    out.append((lo, p - 1))
+                lo = p + 1
+        if lo <= hi:
+            out.append((lo, hi))
+    return tuple(out)
 
 
 def _escape_pointer(name: str) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import LimitExceededError
-from .parse import Alt, CharSet, Concat, Literals, Node, Repeat
+from .tree import Alt, CharSet, Concat, Literals, Members, Node, Repeat
 from .utf8 import utf8_sequences
 
 __all__ = ["DEAD", "Limits", "ByteNFA", "LazyDFA"]
@@ -105,6 +105,8 @@ class ByteNFA:
             return entry, exit_
         if isinstance(node, Repeat):
             return self._repeat(node)
+        if isinstance(node, Members):
+            return self._members(node)
         raise TypeError(f"unknown regex node {node!r}")
 
     def _repeat(self, node: Repeat) -> tuple[int, int]:
@@ -130,6 +132,39 @@ class ByteNFA:
             current = end
         self.epsilon[current].append(exit_)
         return entry, exit_
+
+    def _members(self, node: Members) -> tuple[int, int]:
+        """Two chains share the tails: ``first[i]`` = nothing emitted yet before item i,
+        ``later[i]`` = something emitted, so item i needs a separator first."""
+        n = len(node.items)
+        first = [self._state() for _ in range(n + 1)]
+        later = [self._state() for _ in range(n + 1)]
+        for i, (item, required) in enumerate(node.items):
+            start, end = self._build(item)
+            self.epsilon[first[i]].append(start)
+            self.epsilon[end].append(later[i + 1])
+            sep_start, sep_end = self._build(node.separator)
+            self.epsilon[later[i]].append(sep_start)
+            start, end = self._build(item)
+            self.epsilon[sep_end].append(start)
+            self.epsilon[end].append(later[i + 1])
+            if not required:
+                self.epsilon[first[i]].append(first[i + 1])
+                self.epsilon[later[i]].append(later[i + 1])
+        exit_ = self._state()
+        self.epsilon[later[n]].append(exit_)
+        if node.extra is not None:
+            # first[n]: (extra (sep extra)*)?   later[n]: (sep extra)*
+            start, end = self._build(node.extra)
+            self.epsilon[first[n]].append(start)
+            self.epsilon[end].append(later[n])
+            sep_start, sep_end = self._build(node.separator)
+            self.epsilon[later[n]].append(sep_start)
+            start, end = self._build(node.extra)
+            self.epsilon[sep_end].append(start)
+            self.epsilon[end].append(later[n])
+        self.epsilon[first[n]].append(exit_)
+        return first[0], exit_
 
     def _charset(self, node: CharSet) -> tuple[int, int]:
         """One code point of the set, as a trie of UTF-8 byte-range sequences."""

@@ -3,61 +3,24 @@
 interegular does the parsing (it knows Python's regex syntax well); this module
 validates its output, applies flags (case folding, ``.`` and newlines), turns its
 character groups into code point ranges and rejects what no finite automaton
-can enforce, with messages that say what to change. The tree is tiny on purpose:
-a character set, a concatenation, an alternation and a bounded or unbounded
-repetition are all the automaton builder needs.
+can enforce, with messages that say what to change. The result is a tree of
+``tree.py`` nodes, the same nodes the JSON Schema walker builds directly.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Union
 
 import interegular
 from interegular import patterns as ip
 
 from ..errors import InvalidPatternError, NonRegularPatternError, PatternError
+from .tree import Alt, CharSet, Concat, Literals, Node, Repeat
 from .utf8 import codepoint_ranges
 
-__all__ = ["CharSet", "Concat", "Alt", "Repeat", "Literals", "Node", "parse_regex", "literal_choice"]
+__all__ = ["parse_regex", "literal_choice"]
 
-
-@dataclass(frozen=True)
-class CharSet:
-    """One character from a set of code point ranges (empty ranges: matches nothing)."""
-
-    ranges: tuple[tuple[int, int], ...]
-
-
-@dataclass(frozen=True)
-class Concat:
-    parts: tuple["Node", ...]
-
-
-@dataclass(frozen=True)
-class Alt:
-    options: tuple["Node", ...]
-
-
-@dataclass(frozen=True)
-class Repeat:
-    """``node`` repeated ``low`` to ``high`` times; ``high`` is None for no upper bound."""
-
-    node: "Node"
-    low: int
-    high: int | None
-
-
-@dataclass(frozen=True)
-class Literals:
-    """Exactly one of these byte strings: ``Compiler.choice`` builds a trie from it directly."""
-
-    options: tuple[bytes, ...]
-
-
-Node = Union[CharSet, Concat, Alt, Repeat, Literals]
 
 _UNICODE_ESCAPE = re.compile(r"\\\\|\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
 _NOT_REGULAR = {

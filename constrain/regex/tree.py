@@ -1,0 +1,174 @@
+"""The regex syntax tree every front end produces and the automaton builder consumes.
+
+Pattern text is parsed into it (``parse.py``); the JSON Schema walker builds it
+directly, so a schema never goes through regex text and back. ``render`` turns
+a tree into Python regex text — what ``to_regex`` returns and ``explain`` shows —
+whose ``re.fullmatch`` language equals the tree's (with ``re.ASCII`` semantics
+nowhere needed: character sets are rendered as explicit ranges).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Union
+
+__all__ = [
+    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "Node",
+    "EMPTY", "NOTHING", "literal", "seq", "alt", "optional", "render",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CharSet:
+    """One character from a set of code point ranges (empty ranges: matches nothing)."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class Concat:
+    parts: tuple["Node", ...]
+
+
+@dataclass(frozen=True)
+class Alt:
+    options: tuple["Node", ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``node`` repeated ``low`` to ``high`` times; ``high`` is None for no upper bound."""
+
+    node: "Node"
+    low: int
+    high: int | None
+
+
+@dataclass(frozen=True)
+class Literals:
+    """Exactly one of these byte strings, built as a byte trie (shared prefixes once)."""
+
+    options: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class Members:
+    """Items in order, each present or (unless required) absent, with ``separator`` between
+    present ones; then, if ``extra`` is given, any number of ``extra`` items.
+
+    This is a JSON object's member list. As regex text it is quadratic in the number of
+    optional items (which one comes first decides whether a separator is needed); the
+    automaton builder shares the tails and stays linear.
+    """
+
+    items: tuple[tuple["Node", bool], ...]
+    separator: "Node"
+    extra: "Node | None" = None
+
+
+Node = Union[CharSet, Concat, Alt, Repeat, Literals, Members]
+
+#: The empty string, and the empty language.
+EMPTY: Node = Concat(())
+NOTHING: Node = CharSet(())
+
+
+def literal(text: str) -> Node:
+    return Literals((text.encode("utf-8"),)) if text else EMPTY
+
+
+def seq(*parts: Node) -> Node:
+    flat: list[Node] = []
+    for part in parts:
+        if isinstance(part, Concat):
+            flat.extend(part.parts)
+        else:
+            flat.append(part)
+    return flat[0] if len(flat) == 1 else Concat(tuple(flat))
+
+
+def alt(*options: Node) -> Node:
+    unique = tuple(dict.fromkeys(options))
+    return unique[0] if len(unique) == 1 else Alt(unique)
+
+
+def optional(node: Node) -> Node:
+    return Repeat(node, 0, 1)
+
+
+# ---------------------------------------------------------------------- rendering
+
+
+def render(node: Node) -> str:
+    """Python regex text for ``node`` (for display and ``to_regex``; the guide uses the tree)."""
+    if isinstance(node, CharSet):
+        return _render_charset(node)
+    if isinstance(node, Literals):
+        texts = [re.escape(o.decode("utf-8")) for o in node.options]
+        return texts[0] if len(texts) == 1 else "(?:" + "|".join(texts) + ")"
+    if isinstance(node, Concat):
+        return "".join(_atom(p) if isinstance(p, Alt) else render(p) for p in node.parts)
+    if isinstance(node, Alt):
+        return "(?:" + "|".join(render(o) for o in node.options) + ")"
+    if isinstance(node, Repeat):
+        if (node.low, node.high) == (0, 1):
+            suffix = "?"
+        elif node.high is None:
+            suffix = "*" if node.low == 0 else "+" if node.low == 1 else f"{{{node.low},}}"
+        else:
+            suffix = f"{{{node.low}}}" if node.low == node.high else f"{{{node.low},{node.high}}}"
+        return _atom(node.node) + suffix
+    if isinstance(node, Members):
+        return _render_members(node)
+    raise TypeError(f"unknown regex node {node!r}")
+
+
+def _atom(node: Node) -> str:
+    text = render(node)
+    if isinstance(node, CharSet) or (isinstance(node, Literals) and len(node.options) > 1):
+        return text
+    if isinstance(node, Literals) and len(node.options[0].decode("utf-8")) == 1:
+        return text
+    return f"(?:{text})"
+
+
+def _render_members(node: Members) -> str:
+    sep = render(node.separator)
+    items = [(render(n), req) for n, req in node.items]
+    extra = render(node.extra) if node.extra is not None else None
+
+    def after(i: int) -> str:  # items from i on, each preceded by a separator
+        text = "".join(f"{sep}{m}" if req else f"(?:{sep}{m})?" for m, req in items[i:])
+        return text + (f"(?:{sep}{extra})*" if extra is not None else "")
+
+    options = []
+    for i, (member, req) in enumerate(items):
+        options.append(member + after(i + 1))
+        if req:
+            break
+    else:
+        if extra is not None:
+            options.append(f"{extra}(?:{sep}{extra})*")
+        return "(?:" + "|".join(options) + ")?" if options else ""
+    return options[0] if len(options) == 1 else "(?:" + "|".join(options) + ")"
+
+
+def _render_charset(node: CharSet) -> str:
+    if not node.ranges:
+        return r"[^\x00-\U0010FFFF]"
+    if len(node.ranges) == 1 and node.ranges[0][0] == node.ranges[0][1]:
+        return re.escape(chr(node.ranges[0][0]))
+    parts = []
+    for lo, hi in node.ranges:
+        parts.append(_class_char(lo) if lo == hi else f"{_class_char(lo)}-{_class_char(hi)}")
+    return "[" + "".join(parts) + "]"
+
+
+def _class_char(code: int) -> str:
+    char = chr(code)
+    if char.isalnum() and code < 0x80:
+        return char
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
