@@ -66,7 +66,9 @@ class ByteNFA:
         self._runs = _runs(alphabet)
         self.edges: list[list[tuple[int, int, int]]] = []
         self.epsilon: list[list[int]] = []
+        self._templates: dict[int, tuple[int, int, int, int]] = {}
         self.start, self.accept = self._build(tree)
+        del self._templates
         self.live = self._coreachable()
 
     def __len__(self) -> int:
@@ -74,17 +76,47 @@ class ByteNFA:
 
     def _state(self) -> int:
         if len(self.edges) >= self.limits.max_nfa_states:
-            raise LimitExceededError(
-                "max_nfa_states", self.limits.max_nfa_states,
-                "the pattern's automaton is too large (long bounded repeats or huge alternations); "
-                "raise Limits.max_nfa_states or simplify the pattern",
-            )  # fmt: skip
+            self._state_limit()
         self.edges.append([])
         self.epsilon.append([])
         return len(self.edges) - 1
 
+    def _state_limit(self) -> None:
+        raise LimitExceededError(
+            "max_nfa_states", self.limits.max_nfa_states,
+            "the pattern's automaton is too large (long bounded repeats or huge alternations); "
+            "raise Limits.max_nfa_states or simplify the pattern",
+        )  # fmt: skip
+
     def _build(self, node: Node) -> tuple[int, int]:
-        """Return (entry, exit) states of a fragment that matches ``node``."""
+        """Return (entry, exit) states of a fresh fragment that matches ``node``.
+
+        A node built before (the same object: a repeated body, a shared schema
+        fragment) is copied from its first build instead of rebuilt: its states are
+        contiguous, so the copy is a re-based slice of the edge lists.
+        """
+        key = id(node)
+        template = self._templates.get(key)
+        if template is not None:
+            return self._instantiate(template)
+        base = len(self.edges)
+        entry, exit_ = self._build_fresh(node)
+        self._templates[key] = (base, len(self.edges), entry, exit_)
+        return entry, exit_
+
+    def _instantiate(self, template: tuple[int, int, int, int]) -> tuple[int, int]:
+        base, top, entry, exit_ = template
+        size = top - base
+        offset = len(self.edges) - base
+        if len(self.edges) + size > self.limits.max_nfa_states:
+            self._state_limit()
+        # Edges leaving the slice were added by the first build's parents: not part of the node.
+        for q in range(base, top):
+            self.edges.append([(lo, hi, t + offset) for lo, hi, t in self.edges[q] if base <= t < top])
+            self.epsilon.append([t + offset for t in self.epsilon[q] if base <= t < top])
+        return entry + offset, exit_ + offset
+
+    def _build_fresh(self, node: Node) -> tuple[int, int]:
         if isinstance(node, CharSet):
             return self._charset(node)
         if isinstance(node, Literals):
@@ -134,37 +166,35 @@ class ByteNFA:
         return entry, exit_
 
     def _members(self, node: Members) -> tuple[int, int]:
-        """Two chains share the tails: ``first[i]`` = nothing emitted yet before item i,
-        ``later[i]`` = something emitted, so item i needs a separator first."""
+        """Ordered optional items with separators, each item built once.
+
+        ``first[i]``: nothing emitted yet, item i may start directly; ``later[i]``:
+        something emitted, so item i needs a separator first. Both enter the same copy
+        of item i, whose end always leads to ``later[i + 1]`` — linear in the items,
+        where the regex text is quadratic.
+        """
         n = len(node.items)
         first = [self._state() for _ in range(n + 1)]
         later = [self._state() for _ in range(n + 1)]
         for i, (item, required) in enumerate(node.items):
-            start, end = self._build(item)
-            self.epsilon[first[i]].append(start)
-            self.epsilon[end].append(later[i + 1])
-            sep_start, sep_end = self._build(node.separator)
-            self.epsilon[later[i]].append(sep_start)
-            start, end = self._build(item)
-            self.epsilon[sep_end].append(start)
-            self.epsilon[end].append(later[i + 1])
+            self._enter_item(item, node.separator, first[i], later[i], later[i + 1])
             if not required:
                 self.epsilon[first[i]].append(first[i + 1])
                 self.epsilon[later[i]].append(later[i + 1])
         exit_ = self._state()
-        self.epsilon[later[n]].append(exit_)
-        if node.extra is not None:
-            # first[n]: (extra (sep extra)*)?   later[n]: (sep extra)*
-            start, end = self._build(node.extra)
-            self.epsilon[first[n]].append(start)
-            self.epsilon[end].append(later[n])
-            sep_start, sep_end = self._build(node.separator)
-            self.epsilon[later[n]].append(sep_start)
-            start, end = self._build(node.extra)
-            self.epsilon[sep_end].append(start)
-            self.epsilon[end].append(later[n])
         self.epsilon[first[n]].append(exit_)
+        self.epsilon[later[n]].append(exit_)
+        if node.extra is not None:  # any number of extra items, looping on later[n]
+            self._enter_item(node.extra, node.separator, first[n], later[n], later[n])
         return first[0], exit_
+
+    def _enter_item(self, item: Node, separator: Node, bare: int, after_separator: int, done: int) -> None:
+        start, end = self._build(item)
+        sep_start, sep_end = self._build(separator)
+        self.epsilon[bare].append(start)
+        self.epsilon[after_separator].append(sep_start)
+        self.epsilon[sep_end].append(start)
+        self.epsilon[end].append(done)
 
     def _charset(self, node: CharSet) -> tuple[int, int]:
         """One code point of the set, as a trie of UTF-8 byte-range sequences."""
