@@ -1,9 +1,20 @@
-"""Command line: ``constrain generate`` on the offline default model."""
+"""Command line: ``constrain generate`` on the offline default model, ``constrain explain`` a constraint.
+
+    constrain generate --model-class examples.models:Person --prompt "Invent a person."
+    constrain generate --schema schema.json --prompt "..."
+    constrain generate --regex '\\d{3}' --prompt "..."
+    constrain explain --schema schema.json --text '{"name": "Ada"}' --dot dfa.dot
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
+import os
 import sys
+from pathlib import Path
+from typing import Any
 
 from .errors import ConstrainError
 
@@ -11,24 +22,66 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="constrain", description=__doc__)
+    parser = argparse.ArgumentParser(prog="constrain", description="Constrained generation with a local model.")
     commands = parser.add_subparsers(dest="command", required=True)
+
     gen = commands.add_parser("generate", help="generate text that fits a constraint")
-    what = gen.add_mutually_exclusive_group(required=True)
-    what.add_argument("--regex", help="a regular expression the whole output must match")
-    what.add_argument("--choice", nargs="+", help="the output is exactly one of these strings")
+    _constraint_arguments(gen)
     gen.add_argument("--prompt", required=True)
-    gen.add_argument("--model", default="smollm2", help="'smollm2' (offline default) or a local model directory")
-    gen.add_argument("--max-new-tokens", type=int, default=128)
+    gen.add_argument("--max-new-tokens", type=int, default=256)
     gen.add_argument("--temperature", type=float, default=0.0)
     gen.add_argument("--top-k", type=int, default=None)
     gen.add_argument("--seed", type=int, default=None)
+
+    exp = commands.add_parser("explain", help="show the debugging stages of a constraint")
+    _constraint_arguments(exp)
+    exp.add_argument("--text", help="log how this text is tokenized and walked through the guide")
+    exp.add_argument("--dot", type=Path, help="write the byte DFA as Graphviz DOT (and .png if `dot` exists)")
+    exp.add_argument("--max-states", type=int, default=500)
+
     args = parser.parse_args(argv)
     try:
-        return _generate(args)
+        return _generate(args) if args.command == "generate" else _explain(args)
     except ConstrainError as exc:
         print(f"constrain: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _constraint_arguments(parser: argparse.ArgumentParser) -> None:
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--regex", help="a regular expression the whole output must match")
+    what.add_argument("--choice", nargs="+", help="the output is exactly one of these strings")
+    what.add_argument("--schema", type=Path, help="a JSON Schema file")
+    what.add_argument("--model-class", help="a Pydantic model as module:Class (the current folder is importable)")
+    parser.add_argument("--model", default="smollm2", help="'smollm2' (offline default) or a local model directory")
+    parser.add_argument("--lenient", action="store_true", help="drop schema keywords that cannot be enforced")
+    parser.add_argument("--max-recursion-depth", type=int, default=None)
+
+
+def _guide(compiler: Any, args: argparse.Namespace) -> Any:
+    if args.regex is not None:
+        return compiler.regex(args.regex)
+    if args.choice is not None:
+        return compiler.choice(args.choice)
+    options = {"lenient": args.lenient, "max_recursion_depth": args.max_recursion_depth}
+    if args.schema is not None:
+        try:
+            text = args.schema.read_text()
+        except OSError as exc:
+            raise ConstrainError(f"cannot read the schema file: {exc}") from None
+        return compiler.json_schema(text, **options)
+    return compiler.json_schema(_import_class(args.model_class), **options)
+
+
+def _import_class(spec: str) -> type:
+    module_name, _, name = spec.partition(":")
+    if not name:
+        raise ConstrainError(f"--model-class wants module:Class, got {spec!r}")
+    sys.path.insert(0, os.getcwd())
+    try:
+        return getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConstrainError(f"cannot import {spec!r}: {exc}") from None
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -36,20 +89,48 @@ def _generate(args: argparse.Namespace) -> int:
     from .models import load_model
     from .sampling import generate
 
-    print("loading model…", file=sys.stderr, flush=True)
+    print("loading model… (the first run converts the offline model once)", file=sys.stderr, flush=True)
     model, tokenizer = load_model(args.model)
     compiler = Compiler(tokenizer, vocab_size=model.get_output_embeddings().weight.shape[0], generation_config=model)
-    guide = compiler.regex(args.regex) if args.regex is not None else compiler.choice(args.choice)
+    guide = _guide(compiler, args)
     result = generate(
         model, tokenizer, args.prompt, guide, compiler.vocabulary,
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k, seed=args.seed,
     )  # fmt: skip
-    print(result.text)
     if not result.complete:
+        print(result.text)
         print(f"constrain: output cut at --max-new-tokens={args.max_new_tokens} before it was complete",
               file=sys.stderr)  # fmt: skip
         return 1
+    if guide.model_class is not None:  # a validated instance, printed as JSON
+        print(guide.model_class.model_validate_json(result.text).model_dump_json(indent=2))
+    elif guide.schema is not None:
+        print(json.dumps(json.loads(result.text), indent=2, ensure_ascii=False))
+    else:
+        print(result.text)
     return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    import shutil
+    import subprocess
+
+    from .compiler import Compiler
+    from .explain import explain
+    from .models import load_tokenizer
+
+    tokenizer = load_tokenizer(args.model)
+    guide = _guide(Compiler(tokenizer), args)
+    report = explain(guide, text=args.text, tokenizer=tokenizer, max_states=args.max_states)
+    print(report.format())
+    if args.dot is not None:
+        args.dot.write_text(report.dot)
+        print(f"\nDOT written to {args.dot}")
+        if shutil.which("dot"):
+            png = args.dot.with_suffix(".png")
+            subprocess.run(["dot", "-Tpng", str(args.dot), "-o", str(png)], check=False)
+            print(f"picture written to {png}")
+    return 0 if report.final in (None, True) else 1
 
 
 if __name__ == "__main__":

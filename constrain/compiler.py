@@ -103,8 +103,9 @@ class Compiler:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        dfa = LazyDFA(ByteNFA(parse(), limits, self.vocabulary.byte_alphabet))
-        guide = RegexGuide(TokenIndex(dfa, self.vocabulary), source)
+        tree = parse()
+        dfa = LazyDFA(ByteNFA(tree, limits, self.vocabulary.byte_alphabet))
+        guide = RegexGuide(TokenIndex(dfa, self.vocabulary), source, tree)
         with self._lock:
             self._cache[key] = guide
             while len(self._cache) > self._cache_size:

@@ -16,7 +16,7 @@ from typing import Any
 from .errors import ConstrainError
 from .testing import cache_dir, package_dir
 
-__all__ = ["DEFAULT_MODEL", "load_model"]
+__all__ = ["DEFAULT_MODEL", "load_model", "load_tokenizer"]
 
 DEFAULT_MODEL = "smollm2"
 _GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -40,6 +40,14 @@ def load_model(name_or_path: str = DEFAULT_MODEL) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     return model, tokenizer
+
+
+def load_tokenizer(name_or_path: str = DEFAULT_MODEL) -> Any:
+    """Only the tokenizer of :func:`load_model`'s model (no weights loaded)."""
+    from transformers import AutoTokenizer
+
+    path = _default_model_dir() if name_or_path == DEFAULT_MODEL else Path(name_or_path)
+    return AutoTokenizer.from_pretrained(path)
 
 
 def _default_model_dir() -> Path:

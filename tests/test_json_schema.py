@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import warnings
 
 import jsonschema
@@ -101,6 +102,7 @@ def test_valid_instances_are_accepted(
             validate(schema, text)
             ids = tokenize_continuation(tokenizer, text)
             assert accepts(guide, ids), text
+            assert re.fullmatch(to_regex(schema), text), text  # the rendered regex is the same language
 
 
 @pytest.mark.parametrize(
@@ -121,6 +123,7 @@ def test_invalid_instances_are_rejected(compiler: constrain.Compiler, tokenizer:
     with pytest.raises(jsonschema.ValidationError):
         validate(schema, text)
     assert not accepts(compiler.json_schema(schema), tokenize_continuation(tokenizer, text))
+    assert not re.fullmatch(to_regex(schema), text)
 
 
 def test_pydantic_round_trip(compiler: constrain.Compiler) -> None:

@@ -6,6 +6,7 @@ States are plain ints: a DFA state id, or :data:`FINISHED` once EOS was taken.
 from __future__ import annotations
 
 import time
+from functools import cached_property
 
 import numpy as np
 from numpy.typing import NDArray
@@ -13,6 +14,7 @@ from numpy.typing import NDArray
 from ..errors import TokenRejected
 from ..guide import bitmask_from_token_ids
 from .index import TokenIndex
+from .tree import Node, render
 
 __all__ = ["RegexGuide", "FINISHED"]
 
@@ -29,9 +31,10 @@ class RegexGuide:
 
     backend = "regex"
 
-    def __init__(self, index: TokenIndex, source: str) -> None:
+    def __init__(self, index: TokenIndex, source: str, tree: Node) -> None:
         self.index = index
         self.source = source
+        self.tree = tree
         self.vocabulary = index.vocabulary
         self.vocab_size = index.vocabulary.size
         self._eos = np.array(sorted(self.vocabulary.eos_token_ids), dtype=np.int32)
@@ -45,6 +48,11 @@ class RegexGuide:
     def __repr__(self) -> str:
         source = self.source if len(self.source) <= 60 else self.source[:57] + "..."
         return f"RegexGuide({source!r}, states_built={self.index.num_built_rows})"
+
+    @cached_property
+    def regex(self) -> str:
+        """The guide's language as Python regex text (rendered from its tree)."""
+        return render(self.tree)
 
     @property
     def initial_state(self) -> int:

@@ -1,0 +1,61 @@
+"""The debugging stages (API and CLI) on a real schema and tokenizer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import constrain
+from constrain.cli import main
+from constrain.explain import explain
+from constrain.json_schema import to_regex
+from constrain.testing import tokenize_continuation
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 10}, "age": {"type": "integer", "minimum": 0}},
+    "required": ["name"],
+}
+
+
+def test_stages(smollm2: object) -> None:
+    compiler = constrain.Compiler(smollm2)
+    guide = compiler.json_schema(SCHEMA)
+    report = explain(guide, text='{"name": "Ada", "age": -1}', tokenizer=smollm2, max_states=40)
+    assert report.schema == SCHEMA
+    assert report.regex == to_regex(SCHEMA)
+    assert report.dot.startswith("digraph") and f"start -> {guide.initial_state}" in report.dot
+    start_allowed = int(guide.allowed_tokens(guide.initial_state).sum())
+    assert report.sparsity[0] == (guide.initial_state, start_allowed) and report.vocab_size == 49152
+    rejected = report.steps[-1]
+    assert rejected.state_after is None and b"-" in rejected.token and "do not continue" in rejected.rejected
+    assert report.final is False
+    text = report.format()
+    for stage in ("1. schema", "2. regex", "3. byte DFA", "4. token index", "5. transition log", "REJECTED"):
+        assert stage in text
+
+
+def test_accepted_text_ends_final(smollm2: object) -> None:
+    guide = constrain.Compiler(smollm2).json_schema(SCHEMA)
+    report = explain(guide, token_ids=tokenize_continuation(smollm2, '{"name":"Ada"}'))
+    assert report.final is True and all(step.state_after is not None for step in report.steps)
+
+
+def test_cli_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    dot = tmp_path / "dfa.dot"
+    code = main(["explain", "--schema", str(schema), "--text", '{"name": "Ada"}', "--dot", str(dot)])
+    out = capsys.readouterr().out
+    assert code == 0 and "final (may end here): True" in out
+    assert dot.read_text().startswith("digraph")
+    assert main(["explain", "--schema", str(schema), "--text", '{"age": 1}']) == 1
+
+
+def test_cli_reports_unsupported_keyword(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"type": "array", "uniqueItems": True}))
+    assert main(["explain", "--schema", str(schema)]) == 2
+    assert "uniqueItems" in capsys.readouterr().err
