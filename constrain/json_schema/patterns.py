@@ -48,13 +48,32 @@ _IPV6 = "(?:" + "|".join([
     rf"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
     rf"(?:(?:{_H16}:){{0,6}}{_H16})?::",
 ]) + ")"  # fmt: skip
-_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+# A DNS label without '-' as its third character: that rules out IDNA A-labels ("xn--…"),
+# whose validity needs punycode decoding, and the reserved "??--" form.
+_ALNUM, _LDH = "[a-zA-Z0-9]", "[a-zA-Z0-9-]"
+_LABEL = rf"{_ALNUM}(?:{_ALNUM}|{_LDH}{_ALNUM}(?:{_LDH}{{0,59}}{_ALNUM})?)?"
+_SHORT_LABEL = rf"{_ALNUM}(?:{_ALNUM}|{_LDH}{_ALNUM}(?:{_LDH}{{0,14}}{_ALNUM})?)?"
+# At most 63 + 9 × (1 + 18) = 234 characters: under the 253 a hostname may have.
+_HOSTNAME = rf"{_LABEL}(?:\.{_SHORT_LABEL}){{0,9}}"
 _N = r"[0-9]+"
-_DURATION_TIME = rf"T(?:{_N}H(?:{_N}M)?(?:{_N}S)?|{_N}M(?:{_N}S)?|{_N}S)"
+# RFC 3339 appendix A: Y[M[D]] | M[D] | D, and H[M[S]] | M[S] | S after T.
+_DURATION_TIME = rf"T(?:{_N}H(?:{_N}M(?:{_N}S)?)?|{_N}M(?:{_N}S)?|{_N}S)"
 _DURATION = (
-    rf"P(?:(?:{_N}Y(?:{_N}M)?(?:{_N}D)?|{_N}M(?:{_N}D)?|{_N}D)(?:{_DURATION_TIME})?|{_DURATION_TIME}|{_N}W)"
+    rf"P(?:(?:{_N}Y(?:{_N}M(?:{_N}D)?)?|{_N}M(?:{_N}D)?|{_N}D)(?:{_DURATION_TIME})?|{_DURATION_TIME}|{_N}W)"
 )
-_URI_CHAR = r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})"
+# RFC 3986: scheme ":" hier-part ["?" query] ["#" fragment]
+_PCT = r"%[0-9A-Fa-f]{2}"
+_UNRESERVED_SUB = r"[A-Za-z0-9\-._~!$&'()*+,;=]"
+_PCHAR = rf"(?:{_UNRESERVED_SUB}|{_PCT}|[:@])"
+_AUTHORITY = (
+    rf"(?:(?:{_UNRESERVED_SUB}|{_PCT}|:)*@)?"
+    rf"(?:\[{_IPV6}\]|(?:{_UNRESERVED_SUB}|{_PCT})*)(?::[0-9]*)?"
+)
+_URI = (
+    rf"[a-zA-Z][a-zA-Z0-9+.-]*:"
+    rf"(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?|{_PCHAR}+(?:/{_PCHAR}*)*|)"
+    rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+)
 
 #: String formats enforced by the regex (the content between the quotes). Each is at
 #: least as strict as the ``jsonschema`` library's checker for the same format.
@@ -67,9 +86,9 @@ FORMATS = {
     "ipv4": _IPV4,
     "ipv6": _IPV6,
     "email": r"[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+)*"
-    rf"@{_LABEL}(?:\.{_LABEL})+",
-    "hostname": rf"{_LABEL}(?:\.{_LABEL})*",
-    "uri": rf"[a-zA-Z][a-zA-Z0-9+.-]*:{_URI_CHAR}*(?:\?(?:{_URI_CHAR}|\?)*)?(?:#(?:{_URI_CHAR}|\?)*)?",
+    rf"@{_LABEL}(?:\.{_SHORT_LABEL}){{1,9}}",
+    "hostname": _HOSTNAME,
+    "uri": _URI,
 }
 
 

@@ -23,6 +23,7 @@ import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
+from urllib.parse import unquote
 
 from ..errors import ConstrainError, PatternError
 from ..regex.parse import parse_regex
@@ -169,7 +170,7 @@ class _Walker:
         if not ref.startswith("#"):
             raise UnsupportedSchemaError("$ref", pointer, f"only local references are supported, not {ref!r}")
         target: Any = self.root
-        for part in ref[1:].split("/")[1:]:
+        for part in unquote(ref[1:]).split("/")[1:]:  # a URI fragment: percent-decode, then JSON pointer
             part = part.replace("~1", "/").replace("~0", "~")
             if isinstance(target, dict) and part in target:
                 target = target[part]
@@ -191,6 +192,8 @@ class _Walker:
             return NOTHING
         if not isinstance(schema, dict):
             raise SchemaError(f"schema at {pointer} must be an object or a boolean, not {schema!r}")
+        if "$id" in schema and schema is not self.root:
+            self.unsupported("$id", f"{pointer}/$id", "a nested $id changes what $refs below it mean")
         schema = {k: v for k, v in schema.items() if k not in _ANNOTATIONS}
         if "$ref" in schema:
             return self.ref(schema, pointer)
@@ -437,7 +440,8 @@ class _Walker:
         return alt(*options)
 
     def type_string(self, schema: dict[str, Any], pointer: str) -> Node:
-        low, high = schema.pop("minLength", 0), schema.pop("maxLength", None)
+        low = _count(schema.pop("minLength", 0), "minLength", pointer)
+        high = _count(schema.pop("maxLength", None), "maxLength", pointer)
         pattern, fmt = schema.pop("pattern", None), schema.pop("format", None)
         char = _fragment(STRING_CHAR)
         body: Node = Repeat(char, low, high)
@@ -469,7 +473,8 @@ class _Walker:
         prefix = [self.node(s, f"{pointer}/prefixItems/{i}") for i, s in enumerate(schema.pop("prefixItems", []))]
         items = schema.pop("items", True)
         item = None if items is False else self.node(items, f"{pointer}/items")
-        low, high = schema.pop("minItems", 0), schema.pop("maxItems", None)
+        low = _count(schema.pop("minItems", 0), "minItems", pointer)
+        high = _count(schema.pop("maxItems", None), "maxItems", pointer)
         if schema.get("uniqueItems") is False:
             schema.pop("uniqueItems")
         for key in ("uniqueItems", "contains", "minContains", "maxContains"):
@@ -547,50 +552,89 @@ class _Walker:
 def _merge(
     merged: dict[str, Any], branch: dict[str, Any], pointer: str, unsupported: Callable[[str, str, str], None]
 ) -> dict[str, Any]:
-    """Conjunction of two schemas for the keywords where it has a closed form."""
+    """Conjunction of two schemas, for the keywords where it has a closed form.
+
+    Keywords that read each other (``items`` after ``prefixItems``,
+    ``additionalProperties`` beside ``properties``) are merged position by position
+    and name by name, since one branch's rule for "the rest" also judges what the
+    other branch lists explicitly.
+    """
     out = dict(merged)
+    positional = {"prefixItems", "items", "properties", "additionalProperties"}
     for key, value in branch.items():
+        if key in positional:
+            continue
         if key not in out or out[key] == value:
             out[key] = value
-        elif key in ("minimum", "exclusiveMinimum", "minLength", "minItems"):
+        elif key in _TAKE_MAX:
             out[key] = max(out[key], value)
-        elif key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems"):
+        elif key in _TAKE_MIN:
             out[key] = min(out[key], value)
         elif key == "required":
             out[key] = list(dict.fromkeys(out[key] + value))
         elif key == "type":
             a = {out[key]} if isinstance(out[key], str) else set(out[key])
             b = {value} if isinstance(value, str) else set(value)
-            both = a & b | ({"integer"} if ("number" in a and "integer" in b) or ("integer" in a and "number" in b) else set())
+            both = a & b
+            if ("number" in a and "integer" in b) or ("integer" in a and "number" in b):
+                both.add("integer")
             out[key] = sorted(both)
-        elif key == "properties":
-            props = dict(out[key])
-            for name, sub in value.items():
-                props[name] = {"allOf": [props[name], sub]} if name in props else sub
-            out[key] = props
         elif key == "enum":
             out[key] = [v for v in out[key] if _json_in(v, value)]
-        elif key in ("anyOf", "oneOf", "not", "items", "additionalProperties"):
-            if key in ("items", "additionalProperties"):
-                out[key] = {"allOf": [out[key], value]}
-            else:
-                out.setdefault("allOf", [])
-                out["allOf"] = [*out.get("allOf", []), {key: value}]
+        elif key == "const":
+            return {"not": {}}  # two different constants: nothing satisfies both
+        elif key == "anyOf" and len(out[key]) * len(value) <= 64:
+            # (a1 ∨ a2) ∧ (b1 ∨ b2) = ∨ (ai ∧ bj)
+            out[key] = [_conjoin(a, b) for a in out[key] for b in value]
         else:
             unsupported("allOf", f"{pointer}/{key}", f"{key!r} appears in several branches with different values")
-    # Extra-property rules of one branch also judge the properties the other declares.
-    a_extra, b_extra = merged.get("additionalProperties"), branch.get("additionalProperties")
-    for own, other_props, extra in ((merged, branch.get("properties", {}), a_extra),
-                                    (branch, merged.get("properties", {}), b_extra)):  # fmt: skip
-        if extra is None:
-            continue
-        own_props = own.get("properties", {})
-        for name in other_props:
-            if name not in own_props:
-                out.setdefault("properties", {})
-                out["properties"] = dict(out["properties"])
-                out["properties"][name] = {"allOf": [out["properties"][name], extra]}
+    if any(k in merged or k in branch for k in ("prefixItems", "items")):
+        length = max(len(merged.get("prefixItems", [])), len(branch.get("prefixItems", [])))
+        if length:
+            out["prefixItems"] = [_conjoin(_item_at(merged, i), _item_at(branch, i)) for i in range(length)]
+        if "items" in merged or "items" in branch:
+            out["items"] = _conjoin(merged.get("items", True), branch.get("items", True))
+    if any(k in merged or k in branch for k in ("properties", "additionalProperties")):
+        names = list(dict.fromkeys([*merged.get("properties", {}), *branch.get("properties", {})]))
+        if names:
+            out["properties"] = {n: _conjoin(_property(merged, n), _property(branch, n)) for n in names}
+        if "additionalProperties" in merged or "additionalProperties" in branch:
+            out["additionalProperties"] = _conjoin(
+                merged.get("additionalProperties", True), branch.get("additionalProperties", True)
+            )
     return out
+
+
+_TAKE_MAX = frozenset({"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"})
+_TAKE_MIN = frozenset({"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"})
+
+
+def _conjoin(a: Any, b: Any) -> Any:
+    if a is True or a == {}:
+        return b
+    if b is True or b == {}:
+        return a
+    if a is False or b is False:
+        return False
+    return {"allOf": [a, b]}
+
+
+def _item_at(schema: dict[str, Any], i: int) -> Any:
+    prefix = schema.get("prefixItems", [])
+    return prefix[i] if i < len(prefix) else schema.get("items", True)
+
+
+def _property(schema: dict[str, Any], name: str) -> Any:
+    return schema.get("properties", {}).get(name, schema.get("additionalProperties", True))
+
+
+def _count(value: Any, keyword: str, pointer: str) -> Any:
+    """A non-negative integer keyword value; 2.0 counts as 2 (JSON has one number type)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not float(value).is_integer():
+        raise SchemaError(f"{keyword} at {pointer} must be a non-negative integer, not {value!r}")
+    return int(value)
 
 
 def _json_in(value: Any, values: list[Any]) -> bool:
