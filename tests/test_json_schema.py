@@ -69,6 +69,15 @@ CASES: list[tuple[str, dict, list]] = [
         "properties": {f: {"type": "string", "format": f} for f in ("date", "date-time", "uuid", "ipv4", "email")},
     }, [{}, {"date": "2024-02-29", "date-time": "2024-02-29T12:30:00Z",
              "uuid": "123e4567-e89b-12d3-a456-426614174000", "ipv4": "192.168.0.1", "email": "ada@example.org"}]),
+    ("contains and number bounds", {
+        "type": "object",
+        "properties": {
+            "readings": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 99},
+                         "contains": {"minimum": 90}, "minContains": 2},
+            "ratio": {"type": "number", "exclusiveMinimum": -1, "maximum": 1.0},
+        },
+        "required": ["readings"],
+    }, [{"readings": [91, 95]}, {"readings": [1, 90, 2, 99, 3], "ratio": -0.25}, {"readings": [99, 99], "ratio": 1}]),
     ("free-form map", {"type": "object", "additionalProperties": {"type": "integer", "maximum": 9}},
      [{}, {"x": 1, "y z": -3}]),
 ]
@@ -116,7 +125,10 @@ def test_valid_instances_are_accepted(
         (CASES[1][1], '{"tags": ["a"], "point": [1, 2, 3]}'),
         (CASES[2][1], '{"value": 100, "either": true}'),
         (CASES[3][1], '{"date": "2024-13-01"}'),
-        (CASES[4][1], '{"x": 10}'),
+        (CASES[4][1], '{"readings": [91, 5]}'),
+        (CASES[4][1], '{"readings": [91, 95], "ratio": -1}'),
+        (CASES[4][1], '{"readings": [91, 95], "ratio": 1.5}'),
+        (CASES[5][1], '{"x": 10}'),
     ],
 )
 def test_invalid_instances_are_rejected(compiler: constrain.Compiler, tokenizer: object, schema: dict, text: str) -> None:

@@ -404,7 +404,9 @@ class _Walker:
             self.unsupported("multipleOf", f"{pointer}/multipleOf", "multipleOf on non-integers is not implemented")
         if not bounded:
             return _fragment(NUMBER)
-        if all(isinstance(schema[k], int) and not isinstance(schema[k], bool) for k in bounded):
+        if all(_integral(schema[k]) for k in bounded):
+            for key in bounded:
+                schema[key] = int(schema[key])
             return self.bounded_number(schema, pointer)
         for key in bounded:
             self.unsupported(key, f"{pointer}/{key}", "non-integer bounds on numbers are not implemented")
@@ -477,10 +479,13 @@ class _Walker:
         high = _count(schema.pop("maxItems", None), "maxItems", pointer)
         if schema.get("uniqueItems") is False:
             schema.pop("uniqueItems")
-        for key in ("uniqueItems", "contains", "minContains", "maxContains"):
+        contains = self.contains(schema, items, prefix, low, high, pointer)
+        for key in ("uniqueItems", "minContains", "maxContains"):
             if key in schema:
                 self.unsupported(key, f"{pointer}/{key}", "not expressible by the regex backend")
                 schema.pop(key)
+        if contains is not None:
+            return contains
         if item is None:
             high = len(prefix) if high is None else min(high, len(prefix))
         if high is not None and low > high:
@@ -504,6 +509,31 @@ class _Walker:
             body = EMPTY
         else:
             body = optional(seq(element(0), optional_from(1)))
+        return self.wrap("[", body, "]")
+
+    def contains(
+        self, schema: dict[str, Any], items: Any, prefix: list[Node], low: int, high: int | None, pointer: str
+    ) -> Node | None:
+        """``contains`` (at least ``minContains`` matching elements) as I* C (I* C)… I*.
+
+        Exact when nothing else counts elements: no prefixItems, no maxItems, no
+        maxContains, and minItems no larger than minContains.
+        """
+        if "contains" not in schema:
+            return None
+        wanted = _count(schema.pop("minContains", 1), "minContains", pointer)
+        if wanted == 0:
+            return None  # zero matches required: contains constrains nothing
+        if prefix or high is not None or low > wanted or "maxContains" in schema:
+            self.unsupported("contains", f"{pointer}/contains",
+                             "contains together with prefixItems, maxItems or maxContains is not implemented")  # fmt: skip
+            return None
+        item = self.node(items, f"{pointer}/items")
+        match = self.node(_conjoin(items, schema.pop("contains")), f"{pointer}/contains")
+        if match == NOTHING:
+            return NOTHING
+        sep, others = self.sep, Repeat(seq(self.sep, item), 0, None)
+        body = seq(Repeat(seq(item, sep), 0, None), match, *[seq(others, sep, match)] * (wanted - 1), others)
         return self.wrap("[", body, "]")
 
     def type_object(self, schema: dict[str, Any], pointer: str) -> Node:
@@ -626,6 +656,10 @@ def _item_at(schema: dict[str, Any], i: int) -> Any:
 
 def _property(schema: dict[str, Any], name: str) -> Any:
     return schema.get("properties", {}).get(name, schema.get("additionalProperties", True))
+
+
+def _integral(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer()
 
 
 def _count(value: Any, keyword: str, pointer: str) -> Any:
