@@ -1,92 +1,238 @@
-"""One constrained sampling loop, as plain as nanoGPT's ``generate``.
+"""One constrained sampling loop for every guide, as plain as nanoGPT's ``generate``.
 
-Each step: run the model on the new token (KV cache), mask the logits with the
-guide's packed bitmask, scale by temperature, keep the top-k, sample (or take the
-argmax), advance the guide. The loop stops at EOS — which the guide allows only
-where the text is complete — or at ``max_new_tokens``, in which case the result
-says it is incomplete rather than passing off a cut text as valid.
+Each step: run the model on the new tokens (KV cache), mask each row's logits with its
+guide's packed bitmask, then sample — greedy, or temperature, top-k and top-p — and
+advance each row's guide state. A row stops at EOS, which its guide allows only where
+the text is complete, and is then padded with EOS; a row cut by ``max_new_tokens``
+is reported incomplete instead of passing a cut text off as valid.
+
+Fast-forward: when a guide says the next bytes are forced (``forced_bytes``), the
+longest allowed tokens spelling them are appended in one forward pass instead of
+one pass per token.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Hashable
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 
+from .errors import ConstrainError
 from .guide import Guide, allocate_bitmask
 from .vocabulary import Vocabulary
 
-__all__ = ["Generation", "generate", "apply_bitmask"]
+__all__ = ["Generation", "generate", "apply_bitmask", "sample", "coalesce"]
 
 
 @dataclass(frozen=True)
 class Generation:
-    """The generated text, its token ids, and whether the guide reached a final state with EOS."""
+    """The generated text and ids, whether the guide ended with EOS, and some counters."""
 
     text: str
     token_ids: list[int]
     complete: bool
+    forward_passes: int = 0
+    fast_forwarded: int = 0
+    value: Any = field(default=None, compare=False)
 
 
 def apply_bitmask(logits: Any, bitmask: np.ndarray) -> None:
-    """Set disallowed logits to -inf in place; logits wider than the mask are all disallowed."""
+    """Set disallowed logits to -inf in place, for one row or a batch.
+
+    Logits wider than the mask (models pad their vocabulary) are disallowed.
+    """
     import torch
 
-    words = torch.from_numpy(bitmask).to(logits.device)
-    bits = (words.unsqueeze(-1) >> torch.arange(32, device=logits.device, dtype=torch.int32)) & 1
-    allowed = bits.flatten(-2).bool()
+    words = torch.from_numpy(np.ascontiguousarray(bitmask)).to(logits.device)
+    shifts = torch.arange(32, device=logits.device, dtype=torch.int32)
+    allowed = ((words.unsqueeze(-1) >> shifts) & 1).flatten(-2).bool()
     width = logits.shape[-1]
     if allowed.shape[-1] < width:
         allowed = torch.nn.functional.pad(allowed, (0, width - allowed.shape[-1]))
     logits.masked_fill_(~allowed[..., :width], float("-inf"))
 
 
+def sample(
+    logits: Any, *, temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
+    generator: Any = None,
+) -> Any:  # fmt: skip
+    """Pick one token per row of masked logits (B, V): argmax, or a sample."""
+    import torch
+
+    if temperature <= 0:
+        return torch.argmax(logits, dim=-1)
+    logits = logits / temperature  # scale by temperature
+    if top_k is not None:  # keep the top-k
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None:  # keep the smallest set whose probability reaches top_p
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(-1)
+        drop = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    probs = torch.softmax(logits, dim=-1)  # sample
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def coalesce(allowed_ids: np.ndarray, vocabulary: Vocabulary) -> np.ndarray:
+    """Keep only the longest of allowed tokens that share a prefix (an opt-in mode).
+
+    A token is dropped when another allowed token starts with its bytes: the model then
+    writes ``"name"`` as one token rather than ``"``, ``name``, ``"``. docs/coalescence.md
+    measures what this does to the output distribution.
+    """
+    pieces = [(vocabulary.token_bytes[i] or b"", int(i)) for i in allowed_ids]
+    pieces.sort()
+    keep = []
+    for k, (piece, token_id) in enumerate(pieces):
+        following = pieces[k + 1][0] if k + 1 < len(pieces) else None
+        if piece and following is not None and following.startswith(piece):
+            continue  # a longer allowed token extends this one
+        keep.append(token_id)
+    return np.array(sorted(keep), dtype=np.int64)
+
+
 def generate(
     model: Any,
     tokenizer: Any,
-    prompt: str,
-    guide: Guide[Hashable],
+    prompts: str | Sequence[str],
+    guides: Guide[Hashable] | Sequence[Guide[Hashable]],
     vocabulary: Vocabulary,
     *,
     max_new_tokens: int = 256,
     temperature: float = 0.0,
     top_k: int | None = None,
+    top_p: float | None = None,
     seed: int | None = None,
     chat: bool = True,
-) -> Generation:
-    """Generate one constrained continuation of ``prompt`` (wrapped in the chat template when ``chat``)."""
+    fast_forward: bool = True,
+    coalescence: bool = False,
+) -> Any:
+    """Generate constrained continuations: one :class:`Generation`, or a list for a list of prompts.
+
+    Each prompt may have its own guide (pass a list). ``chat`` wraps prompts in the
+    tokenizer's chat template. When a guide came from a Pydantic class, a complete
+    generation's ``value`` is the validated instance.
+    """
     import torch
 
+    single = isinstance(prompts, str)
+    prompt_list = [prompts] if isinstance(prompts, str) else list(prompts)
+    guide_list = list(guides) if isinstance(guides, (list, tuple)) else [guides] * len(prompt_list)
+    if len(guide_list) != len(prompt_list):
+        raise ConstrainError(f"{len(guide_list)} guides for {len(prompt_list)} prompts")
+    if fast_forward and len(prompt_list) > 1:
+        fast_forward = False  # rows would need different numbers of forced tokens
     if chat and getattr(tokenizer, "chat_template", None):
-        prompt = tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-        )
+        prompt_list = [
+            tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+            for p in prompt_list
+        ]
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
-    input_ids = torch.tensor([tokenizer.encode(prompt, add_special_tokens=False)])
-    bitmask = allocate_bitmask(vocabulary.size)
-    state, generated, past = guide.initial_state, [], None
+    input_ids, attention = _left_pad([tokenizer.encode(p, add_special_tokens=False) for p in prompt_list], vocabulary)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    batch = len(prompt_list)
+    states = [g.initial_state for g in guide_list]
+    generated: list[list[int]] = [[] for _ in range(batch)]
+    done = [False] * batch
+    bitmask = allocate_bitmask(vocabulary.size, batch)
+    eos = min(vocabulary.eos_token_ids)
+    past, passes, forced_total = None, 0, 0
     with torch.no_grad():
-        for _ in range(max_new_tokens):
-            out = model(input_ids=input_ids, past_key_values=past, use_cache=True)
-            past = out.past_key_values
-            logits = out.logits[0, -1, :].float()
-            guide.fill_bitmask(state, bitmask)  # mask: only tokens the guide allows
+        while any(not d and len(g) < max_new_tokens for d, g in zip(done, generated)):
+            out, past = _forward(model, input_ids, attention, positions, past)
+            passes += 1
+            logits = out.logits[:, -1, :].float()
+            for row, (guide, state) in enumerate(zip(guide_list, states)):
+                guide.fill_bitmask(state, bitmask[row])  # only what the guide allows
+                if coalescence and not done[row] and len(generated[row]) < max_new_tokens:
+                    _coalesce_row(guide, state, vocabulary, bitmask[row])
             apply_bitmask(logits, bitmask)
-            if temperature <= 0:
-                token_id = int(torch.argmax(logits))
-            else:
-                logits = logits / temperature  # scale by temperature
-                if top_k is not None:  # keep the top-k
-                    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[-1]
-                    logits[logits < kth] = float("-inf")
-                probs = torch.softmax(logits, dim=-1)  # sample
-                token_id = int(torch.multinomial(probs, 1, generator=generator))
-            state = guide.advance(state, token_id)
-            if token_id in vocabulary.eos_token_ids:
-                text = b"".join(vocabulary.token_bytes[i] or b"" for i in generated).decode("utf-8")
-                return Generation(text, generated, complete=True)
-            generated.append(token_id)
-            input_ids = torch.tensor([[token_id]])
-    text = b"".join(vocabulary.token_bytes[i] or b"" for i in generated).decode("utf-8", errors="replace")
-    return Generation(text, generated, complete=False)
+            chosen = sample(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+            step: list[list[int]] = []
+            for row in range(batch):
+                if done[row] or len(generated[row]) >= max_new_tokens:
+                    step.append([eos])  # padding for a finished (or cut) row; its guide is not consulted
+                    continue
+                token_id = int(chosen[row])
+                states[row] = guide_list[row].advance(states[row], token_id)
+                if token_id in vocabulary.eos_token_ids:
+                    done[row] = True
+                else:
+                    generated[row].append(token_id)
+                step.append([token_id])
+            if fast_forward and not done[0]:  # append forced tokens in the same next pass
+                forced = _forced_tokens(guide_list[0], states[0], vocabulary, max_new_tokens - len(generated[0]))
+                for token_id in forced:
+                    states[0] = guide_list[0].advance(states[0], token_id)
+                generated[0] += forced
+                step[0] += forced
+                forced_total += len(forced)
+            input_ids = torch.tensor(step)
+            attention = torch.cat([attention, torch.ones((batch, input_ids.shape[1]), dtype=attention.dtype)], -1)
+            positions = positions[:, -1:] + torch.arange(1, input_ids.shape[1] + 1)
+    results = [_result(guide_list[r], generated[r], done[r], vocabulary, passes, forced_total) for r in range(batch)]
+    return results[0] if single else results
+
+
+def _forward(model: Any, input_ids: Any, attention: Any, positions: Any, cache: Any) -> tuple[Any, Any]:
+    """One forward pass with the KV cache, under either name transformers has used for it."""
+    import inspect
+
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
+                **{name: cache})  # fmt: skip
+    return out, getattr(out, name)
+
+
+def _left_pad(rows: list[list[int]], vocabulary: Vocabulary) -> tuple[Any, Any]:
+    import torch
+
+    width = max(len(r) for r in rows)
+    pad = min(vocabulary.eos_token_ids)
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    return ids, mask
+
+
+def _forced_tokens(guide: Any, state: Hashable, vocabulary: Vocabulary, budget: int) -> list[int]:
+    """Longest allowed tokens that spell the guide's forced bytes, greedily."""
+    forced_bytes = getattr(guide, "forced_bytes", None)
+    if forced_bytes is None:
+        return []
+    remaining = forced_bytes(state)
+    tokens: list[int] = []
+    while remaining and len(tokens) < budget:
+        best, best_len = None, 0
+        for token_id in guide.allowed_token_ids(state).tolist():
+            piece = vocabulary.token_bytes[token_id] if token_id < len(vocabulary.token_bytes) else None
+            if piece and len(piece) > best_len and remaining.startswith(piece):
+                best, best_len = token_id, len(piece)
+        if best is None:
+            break
+        tokens.append(best)
+        state = guide.advance(state, best)
+        remaining = remaining[best_len:]
+    return tokens
+
+
+def _coalesce_row(guide: Any, state: Hashable, vocabulary: Vocabulary, out: np.ndarray) -> None:
+    from .guide import bitmask_from_token_ids
+
+    allowed = np.flatnonzero(guide.allowed_tokens(state))
+    eos = [i for i in allowed if i in vocabulary.eos_token_ids]
+    kept = np.concatenate([coalesce(np.setdiff1d(allowed, eos), vocabulary), np.array(eos, dtype=np.int64)])
+    out[...] = bitmask_from_token_ids(kept.astype(np.int64), vocabulary.size)
+
+
+def _result(
+    guide: Any, ids: list[int], complete: bool, vocabulary: Vocabulary, passes: int, forced: int
+) -> Generation:
+    raw = b"".join(vocabulary.token_bytes[i] or b"" for i in ids)
+    text = raw.decode("utf-8", errors="strict" if complete else "replace")
+    value = None
+    model_class = getattr(guide, "model_class", None)
+    if complete and model_class is not None:
+        value = model_class.model_validate_json(text)
+    return Generation(text, ids, complete, passes, forced, value)

@@ -47,3 +47,21 @@ def compiler(compilers: dict[str, constrain.Compiler], tokenizer: object, family
 @pytest.fixture(scope="session")
 def smollm2(tokenizers: dict[str, object]) -> object:
     return _tokenizer(tokenizers, "smollm2")
+
+
+# ---------------------------------------------------------------------- the real model, once per session
+
+
+@pytest.fixture(scope="session")
+def model_and_tokenizer() -> tuple[object, object]:
+    pytest.importorskip("torch")
+    from constrain.models import load_model
+
+    return load_model()
+
+
+@pytest.fixture(scope="session")
+def model_compiler(model_and_tokenizer: tuple[object, object]) -> constrain.Compiler:
+    model, tokenizer = model_and_tokenizer
+    width = model.get_output_embeddings().weight.shape[0]
+    return constrain.Compiler(tokenizer, vocab_size=width, generation_config=model)

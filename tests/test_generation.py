@@ -7,22 +7,9 @@ import re
 import pytest
 
 import constrain
-from constrain.models import load_model
 from constrain.sampling import generate
 
 torch = pytest.importorskip("torch")
-
-
-@pytest.fixture(scope="session")
-def model_and_tokenizer() -> tuple[object, object]:
-    return load_model()
-
-
-@pytest.fixture(scope="session")
-def model_compiler(model_and_tokenizer: tuple[object, object]) -> constrain.Compiler:
-    model, tokenizer = model_and_tokenizer
-    width = model.get_output_embeddings().weight.shape[0]
-    return constrain.Compiler(tokenizer, vocab_size=width, generation_config=model)
 
 
 @pytest.mark.parametrize(

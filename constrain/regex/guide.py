@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 
 from ..errors import TokenRejected
 from ..guide import bitmask_from_token_ids
+from .automaton import DEAD
 from .index import TokenIndex
 from .tree import Node, render
 
@@ -93,6 +94,23 @@ class RegexGuide:
         if position == len(row.token_ids) or row.token_ids[position] != token_id:
             raise TokenRejected(token_id, state, self._why_rejected(token_id))
         return int(row.next_states[position])
+
+    def forced_bytes(self, state: int, limit: int = 256) -> bytes:
+        """The bytes every continuation from ``state`` must start with (for fast-forward).
+
+        Follows the byte DFA while exactly one byte is possible and the text may not
+        end yet: ``{"name": "`` after ``{`` in a schema with one required first key.
+        """
+        if state == FINISHED:
+            return b""
+        dfa, out = self.index.dfa, bytearray()
+        while len(out) < limit and not dfa.is_final(state):
+            live = np.flatnonzero(dfa.row(state) != DEAD)
+            if live.size != 1:
+                break
+            out.append(int(live[0]))
+            state = int(dfa.row(state)[live[0]])
+        return bytes(out)
 
     def precompute(self) -> int:
         """Build every reachable state's row now (eager); returns the number of states."""
