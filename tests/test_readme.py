@@ -1,0 +1,20 @@
+"""The README's example runs as written (with the real default model)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_example_runs(model_and_tokenizer: tuple[object, object], capsys: pytest.CaptureFixture[str]) -> None:
+    block = re.search(r"## Example\n\n```python\n(.*?)```", README.read_text(), re.S)
+    assert block, "README has an Example python block"
+    namespace: dict[str, object] = {}
+    exec(compile(block.group(1), str(README), "exec"), namespace)
+    city = namespace["out"].value  # type: ignore[attr-defined]
+    assert city is not None and type(city).__name__ == "City"
+    assert "name=" in capsys.readouterr().out
