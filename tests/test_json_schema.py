@@ -78,13 +78,33 @@ CASES: list[tuple[str, dict, list]] = [
         },
         "required": ["readings"],
     }, [{"readings": [91, 95]}, {"readings": [1, 90, 2, 99, 3], "ratio": -0.25}, {"readings": [99, 99], "ratio": 1}]),
+    ("patterns, formats and literal objects", {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{3}$"},
+            "note": {"type": "string", "pattern": "ok"},
+            "quoted": {"type": "string", "pattern": "^\"[a-z]+\"$"},
+            "when": {"type": "string", "format": "time"},
+            "span": {"type": "string", "format": "duration"},
+            "host": {"type": "string", "format": "hostname"},
+            "addr": {"type": "string", "format": "ipv6"},
+            "link": {"type": "string", "format": "uri"},
+            "mode": {"oneOf": [{"const": "fast"}, {"const": "safe"}]},
+            "preset": {"enum": [{"level": 1}, [1, 2], "none"]},
+        },
+        "required": ["code"],
+    }, [{"code": "AB-123"}, {"code": "ZZ-000", "note": "it is ok!", "quoted": '"abc"', "when": "12:30:00Z",
+         "span": "P1DT2H", "host": "api.example.com", "addr": "fe80::1", "link": "https://example.com/a?b=c#d",
+         "mode": "safe", "preset": {"level": 1}}, {"code": "AA-999", "preset": [1, 2]}]),
     ("free-form map", {"type": "object", "additionalProperties": {"type": "integer", "maximum": 9}},
      [{}, {"x": 1, "y z": -3}]),
 ]
 
 
 def validate(schema: dict, text: str) -> None:
-    jsonschema.validate(json.loads(text), schema, format_checker=jsonschema.FormatChecker())
+    """The oracle: draft 2020-12 with format assertion (rfc3339, fqdn, rfc3986 checkers installed)."""
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    validator.validate(json.loads(text))
 
 
 @pytest.mark.parametrize(("name", "schema", "instances"), CASES, ids=[c[0] for c in CASES])
@@ -128,7 +148,11 @@ def test_valid_instances_are_accepted(
         (CASES[4][1], '{"readings": [91, 5]}'),
         (CASES[4][1], '{"readings": [91, 95], "ratio": -1}'),
         (CASES[4][1], '{"readings": [91, 95], "ratio": 1.5}'),
-        (CASES[5][1], '{"x": 10}'),
+        (CASES[5][1], '{"code": "AB-12"}'),
+        (CASES[5][1], '{"code": "AB-123", "note": "nope"}'),
+        (CASES[5][1], '{"code": "AB-123", "preset": {"level": 2}}'),
+        (CASES[5][1], '{"code": "AB-123", "span": "PT"}'),
+        (CASES[6][1], '{"x": 10}'),
     ],
 )
 def test_invalid_instances_are_rejected(compiler: constrain.Compiler, tokenizer: object, schema: dict, text: str) -> None:
