@@ -110,15 +110,23 @@ class TokenIndex:
             rows, states = rows[~ends], states[~ends]
             if not rows.size:
                 break
-            dfa.expand(np.unique(states))
+            unexpanded = ~dfa.expanded[states]
+            if unexpanded.any():  # first visit of some states: build their rows of 256
+                dfa.expand(np.unique(states[unexpanded]))
             states = dfa.table[states, walk.matrix[rows, position]]
             alive = states != DEAD
             rows, states = rows[alive], states[alive]
             position += 1
         token_ids = walk.ids[np.concatenate(done_rows)]
         next_states = np.concatenate(done_states).astype(np.int32)
-        order = np.argsort(token_ids, kind="stable")
-        return Row(token_ids[order].astype(np.int32), next_states[order])
+        if token_ids.size < 4096:
+            order = np.argsort(token_ids, kind="stable")
+            return Row(token_ids[order].astype(np.int32), next_states[order])
+        # Large rows: scatter into a dense id → state array instead of sorting.
+        dense = np.full(self.vocabulary.size, DEAD, dtype=np.int32)
+        dense[token_ids] = next_states
+        ids = np.flatnonzero(dense != DEAD).astype(np.int32)
+        return Row(ids, dense[ids])
 
     def _prune_token_dead_ends(self) -> None:
         """Drop transitions into states from which no token sequence reaches a final state."""
