@@ -13,8 +13,10 @@ import importlib
 import json
 import os
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .errors import ConstrainError
 
@@ -84,15 +86,28 @@ def _import_class(spec: str) -> type:
         raise ConstrainError(f"cannot import {spec!r}: {exc}") from None
 
 
+@contextmanager
+def _step(what: str) -> Iterator[None]:
+    """Say what a slow step is doing, then how long it took (on stderr, so stdout stays the result)."""
+    print(f"constrain: {what}…", file=sys.stderr, end="", flush=True)
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        print(f" {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+
+
 def _generate(args: argparse.Namespace) -> int:
     from .compiler import Compiler
     from .models import load_model
     from .sampling import generate
 
-    print("loading model… (the first run converts the offline model once)", file=sys.stderr, flush=True)
-    model, tokenizer = load_model(args.model)
-    compiler = Compiler(tokenizer, vocab_size=model.get_output_embeddings().weight.shape[0], generation_config=model)
-    guide = _guide(compiler, args)
+    with _step("loading the model (the first run converts the offline model once)"):
+        model, tokenizer = load_model(args.model)
+    with _step("compiling the constraint"):
+        width = model.get_output_embeddings().weight.shape[0]
+        compiler = Compiler(tokenizer, vocab_size=width, generation_config=model)
+        guide = _guide(compiler, args)
     result = generate(
         model, tokenizer, args.prompt, guide, compiler.vocabulary,
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k, seed=args.seed,
@@ -119,8 +134,10 @@ def _explain(args: argparse.Namespace) -> int:
     from .explain import explain
     from .models import load_tokenizer
 
-    tokenizer = load_tokenizer(args.model)
-    guide = _guide(Compiler(tokenizer), args)
+    with _step("loading the tokenizer"):
+        tokenizer = load_tokenizer(args.model)
+    with _step("compiling the constraint"):
+        guide = _guide(Compiler(tokenizer), args)
     report = explain(guide, text=args.text, tokenizer=tokenizer, max_states=args.max_states)
     print(report.format())
     if args.dot is not None:
