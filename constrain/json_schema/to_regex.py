@@ -20,6 +20,7 @@ import json
 import math
 import re
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
@@ -27,7 +28,9 @@ from urllib.parse import unquote
 
 from ..errors import ConstrainError, PatternError
 from ..regex.parse import parse_regex
-from ..regex.tree import EMPTY, NOTHING, CharSet, Literals, Members, Node, Repeat, alt, literal, optional, render, seq
+from ..regex.tree import (
+    EMPTY, NOTHING, CharSet, Literals, Members, Node, Repeat, RuleRef, alt, literal, optional, render, seq,
+)  # fmt: skip
 from .patterns import BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR, integer_range
 
 __all__ = [
@@ -95,8 +98,11 @@ class SchemaOptions:
 
 @dataclass
 class WalkResult:
+    """The schema's tree; in rules mode also the trees of its recursive ``$ref`` targets."""
+
     tree: Node
     dropped: list[tuple[str, str]] = field(default_factory=list)
+    rules: dict[str, Node] = field(default_factory=dict)
 
     @property
     def regex(self) -> str:
@@ -127,9 +133,13 @@ def to_regex(schema: Any, **options: Any) -> str:
     return schema_walk(load_schema(schema), SchemaOptions(**options)).regex
 
 
-def schema_walk(schema: Any, options: SchemaOptions = SchemaOptions()) -> WalkResult:
-    """The regex tree of a loaded schema, plus the (keyword, pointer) pairs lenient mode dropped."""
-    walker = _Walker(schema, options)
+def schema_walk(schema: Any, options: SchemaOptions = SchemaOptions(), *, rules: bool = False) -> WalkResult:
+    """The regex tree of a loaded schema, plus the (keyword, pointer) pairs lenient mode dropped.
+
+    With ``rules=True`` (the grammar backend), every ``$ref`` on a cycle becomes a
+    :class:`RuleRef` to a rule of its own instead of an error or an unrolling.
+    """
+    walker = _Walker(schema, options, recursive_refs(schema) if rules else frozenset())
     try:
         tree = walker.node(schema, "#")
     except RecursionError:
@@ -140,7 +150,51 @@ def schema_walk(schema: Any, options: SchemaOptions = SchemaOptions()) -> WalkRe
     if walker.dropped:
         listed = ", ".join(f"{k} at {p}" for k, p in walker.dropped)
         warnings.warn(f"lenient mode dropped keywords the regex cannot enforce: {listed}", stacklevel=3)
-    return WalkResult(tree, walker.dropped)
+    return WalkResult(tree, walker.dropped, walker.rules)
+
+
+def recursive_refs(schema: Any) -> frozenset[str]:
+    """The local ``$ref`` targets that can reach themselves through other ``$ref``s."""
+    walker = _Walker(schema, SchemaOptions(lenient=True), frozenset())
+    edges: dict[str, set[str]] = {}
+
+    def refs_in(node: Any) -> set[str]:
+        found: set[str] = set()
+        stack = [node]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                ref = item.get("$ref")
+                if isinstance(ref, str) and ref.startswith("#"):
+                    found.add(ref)
+                stack.extend(v for k, v in item.items() if k not in ("$defs", "definitions", "const", "enum"))
+            elif isinstance(item, list):
+                stack.extend(item)
+        return found
+
+    frontier = list(refs_in(schema))
+    while frontier:
+        ref = frontier.pop()
+        if ref in edges:
+            continue
+        try:
+            edges[ref] = refs_in(walker.resolve(ref, "#"))
+        except SchemaError:
+            edges[ref] = set()
+        frontier.extend(edges[ref])
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, stack = set(), list(edges.get(start, ()))
+        while stack:
+            ref = stack.pop()
+            if ref == goal:
+                return True
+            if ref not in seen:
+                seen.add(ref)
+                stack.extend(edges.get(ref, ()))
+        return False
+
+    return frozenset(ref for ref in edges if reaches(ref, ref))
 
 
 @lru_cache(maxsize=512)
@@ -150,9 +204,11 @@ def _fragment(pattern: str) -> Node:
 
 
 class _Walker:
-    def __init__(self, root: Any, options: SchemaOptions) -> None:
+    def __init__(self, root: Any, options: SchemaOptions, rule_refs: frozenset[str]) -> None:
         self.root = root
         self.options = options
+        self.rule_refs = rule_refs
+        self.rules: dict[str, Node] = {}
         self.ws = _fragment(WHITESPACE.get(options.whitespace, options.whitespace) or "(?:)")
         self.sep = seq(self.ws, literal(","), self.ws)
         self.colon = seq(self.ws, literal(":"), self.ws)
@@ -218,6 +274,8 @@ class _Walker:
             raise SchemaError(f"$ref at {pointer} must be a string")
         if schema:  # 2020-12: $ref applies beside its siblings
             return self.node({"allOf": [{"$ref": ref}, schema]}, pointer)
+        if ref in self.rule_refs:
+            return self.rule(ref, pointer)
         depth = self._ref_stack.count(ref)
         if depth:
             if self.options.max_recursion_depth is None:
@@ -234,6 +292,14 @@ class _Walker:
             return self.node(self.resolve(ref, pointer), ref)
         finally:
             self._ref_stack.pop()
+
+    def rule(self, ref: str, pointer: str) -> Node:
+        """A recursive target as a rule of its own, built once (its body may refer to itself)."""
+        name = _rule_name(ref)
+        if name not in self.rules:
+            self.rules[name] = NOTHING  # placeholder while the body (which refers to it) is built
+            self.rules[name] = self.node(self.resolve(ref, pointer), ref)
+        return RuleRef(name)
 
     def deref(self, schema: Any, pointer: str) -> Any:
         """Follow a chain of bare ``$ref``s."""
@@ -771,6 +837,12 @@ def _subtract(ranges: tuple[tuple[int, int], ...], points: list[int]) -> tuple[t
         if lo <= hi:
             out.append((lo, hi))
     return tuple(out)
+
+
+def _rule_name(ref: str) -> str:
+    """A Lark-safe rule name for a ``$ref`` (lowercase letters, digits, underscores)."""
+    tail = re.sub(r"[^a-z0-9]+", "_", ref.lower()).strip("_") or "root"
+    return f"ref_{tail}_{zlib.crc32(ref.encode()) % 10**6}"
 
 
 def _escape_pointer(name: str) -> str:

@@ -9,12 +9,11 @@ nowhere needed: character sets are rendered as explicit ranges).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Union
 
 __all__ = [
-    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "Node",
+    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Node",
     "EMPTY", "NOTHING", "literal", "seq", "alt", "optional", "render",
 ]  # fmt: skip
 
@@ -67,7 +66,14 @@ class Members:
     extra: "Node | None" = None
 
 
-Node = Union[CharSet, Concat, Alt, Repeat, Literals, Members]
+@dataclass(frozen=True)
+class RuleRef:
+    """A reference to a named rule: only the grammar backend can follow it (recursion)."""
+
+    name: str
+
+
+Node = Union[CharSet, Concat, Alt, Repeat, Literals, Members, RuleRef]
 
 #: The empty string, and the empty language.
 EMPTY: Node = Concat(())
@@ -105,7 +111,7 @@ def render(node: Node) -> str:
     if isinstance(node, CharSet):
         return _render_charset(node)
     if isinstance(node, Literals):
-        texts = [re.escape(o.decode("utf-8")) for o in node.options]
+        texts = ["".join(_char(ord(c)) for c in o.decode("utf-8")) for o in node.options]
         return texts[0] if len(texts) == 1 else "(?:" + "|".join(texts) + ")"
     if isinstance(node, Concat):
         return "".join(_atom(p) if isinstance(p, Alt) else render(p) for p in node.parts)
@@ -121,6 +127,8 @@ def render(node: Node) -> str:
         return _atom(node.node) + suffix
     if isinstance(node, Members):
         return _render_members(node)
+    if isinstance(node, RuleRef):
+        raise TypeError(f"rule {node.name!r} is recursive: no regex can express it")
     raise TypeError(f"unknown regex node {node!r}")
 
 
@@ -158,17 +166,25 @@ def _render_charset(node: CharSet) -> str:
     if not node.ranges:
         return r"[^\x00-\U0010FFFF]"
     if len(node.ranges) == 1 and node.ranges[0][0] == node.ranges[0][1]:
-        return re.escape(chr(node.ranges[0][0]))
+        return _char(node.ranges[0][0])
     parts = []
     for lo, hi in node.ranges:
-        parts.append(_class_char(lo) if lo == hi else f"{_class_char(lo)}-{_class_char(hi)}")
+        parts.append(_char(lo) if lo == hi else f"{_char(lo)}-{_char(hi)}")
     return "[" + "".join(parts) + "]"
 
 
-def _class_char(code: int) -> str:
-    char = chr(code)
-    if char.isalnum() and code < 0x80:
-        return char
-    if code < 0x100:
+def _char(code: int) -> str:
+    """One character, escaped so that both Python's ``re`` and Lark's ``/.../`` literals
+    (which evaluate ``\\x``/``\\u`` escapes *before* compiling) read it as that character.
+
+    ASCII punctuation gets a backslash (``\\]``), never ``\\x5d``: Lark would turn
+    ``\\x5d`` into a bare ``]`` and end the character class.
+    """
+    if code < 0x80:
+        char = chr(code)
+        if char.isalnum():
+            return char
+        if 0x20 <= code < 0x7F:
+            return "\\" + char
         return f"\\x{code:02x}"
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"

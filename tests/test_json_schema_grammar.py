@@ -1,0 +1,69 @@
+"""Recursive JSON Schemas → Lark grammars, checked with Lark's own parser and jsonschema."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import lark
+import pytest
+
+from constrain.json_schema import RecursiveSchemaError, to_regex
+from constrain.json_schema.to_grammar import schema_to_lark
+from constrain.json_schema.to_regex import recursive_refs
+
+TREE = {
+    "$defs": {"node": {"type": "object", "properties": {
+        "value": {"type": "integer", "minimum": 0},
+        "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 3}},
+        "required": ["value"]}},
+    "$ref": "#/$defs/node",
+}  # fmt: skip
+EXPRESSION = {  # mutually recursive: an expression is a number or an operation on expressions
+    "$defs": {
+        "expr": {"anyOf": [{"type": "number"}, {"$ref": "#/$defs/op"}]},
+        "op": {"type": "object", "properties": {
+            "op": {"enum": ["+", "-", "*"]},
+            "args": {"type": "array", "items": {"$ref": "#/$defs/expr"}, "minItems": 2, "maxItems": 2}},
+            "required": ["op", "args"]},
+    },
+    "$ref": "#/$defs/expr",
+}  # fmt: skip
+LINKED_LIST = {
+    "type": "object",
+    "properties": {"head": {"type": "string", "maxLength": 8}, "tail": {"anyOf": [{"type": "null"}, {"$ref": "#"}]}},
+    "required": ["head", "tail"],
+}
+
+CASES = [
+    (TREE, [{"value": 1}, {"value": 0, "children": []}, {"value": 5, "children": [{"value": 1, "children": [{"value": 2}]}]}],
+     ['{"children": []}', '{"value": -1}', '{"value": 1, "children": [{}]}', '{"value": 1, "children": [{"value": 1}, {"value": 1}, {"value": 1}, {"value": 1}]}']),
+    (EXPRESSION, [1.5, {"op": "+", "args": [1, 2]}, {"op": "*", "args": [{"op": "-", "args": [3, 4]}, 2e3]}],
+     ['{"op": "/", "args": [1, 2]}', '{"op": "+", "args": [1]}', '"x"']),
+    (LINKED_LIST, [{"head": "a", "tail": None}, {"head": "a", "tail": {"head": "b", "tail": {"head": "c", "tail": None}}}],
+     ['{"head": "a"}', '{"head": "a", "tail": {"head": "b"}}', '{"head": "toolongvalue", "tail": null}']),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("schema", "valid", "invalid"), CASES, ids=["tree", "expression", "linked-list"])
+def test_grammar_accepts_exactly_the_valid_instances(schema: dict, valid: list, invalid: list) -> None:
+    assert recursive_refs(schema)
+    with pytest.raises(RecursiveSchemaError):
+        to_regex(schema)
+    grammar, dropped = schema_to_lark(schema)
+    assert dropped == ()
+    parser = lark.Lark(grammar, parser="lalr")
+    for instance in valid:
+        jsonschema.validate(instance, schema)
+        for text in (json.dumps(instance), json.dumps(instance, separators=(",", ":"))):
+            parser.parse(text)
+    for text in invalid:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(json.loads(text), schema)
+        with pytest.raises(lark.exceptions.LarkError):
+            parser.parse(text)
+
+
+def test_non_recursive_schema_is_one_terminal() -> None:
+    grammar, _ = schema_to_lark({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    assert grammar.splitlines()[0] == "start: T0"
