@@ -81,8 +81,19 @@ def test_state_limit_is_named(compiler: constrain.Compiler) -> None:
 
 
 def test_nfa_limit_is_named(compiler: constrain.Compiler) -> None:
+    options = [f"option-{i}" for i in range(5000)]
     with pytest.raises(constrain.LimitExceededError, match="max_nfa_states"):
-        compiler.regex(r"(abc){100000}", limits=constrain.Limits(max_nfa_states=10_000))
+        compiler.choice(options, limits=constrain.Limits(max_nfa_states=1_000))
+
+
+def test_long_bounded_repeats_use_counters_not_copies(compiler: constrain.Compiler) -> None:
+    guide = compiler.regex(r"(ab|cd){2,100000}x")
+    assert len(guide.index.dfa.nfa) < 100
+    vocabulary = compiler.vocabulary
+    ids = {piece: i for i, piece in enumerate(vocabulary.token_bytes) if piece in (b"ab", b"cd", b"x", b"a", b"b")}
+    assert accepts(guide, [ids[b"ab"], ids[b"cd"], ids[b"x"]])
+    assert not accepts(guide, [ids[b"ab"], ids[b"x"]])
+    assert accepts(guide, [ids[b"a"], ids[b"b"]] * 50 + [ids[b"x"]])
 
 
 def test_choice_needs_options(compiler: constrain.Compiler) -> None:

@@ -66,6 +66,10 @@ class ByteNFA:
         self._runs = _runs(alphabet)
         self.edges: list[list[tuple[int, int, int]]] = []
         self.epsilon: list[list[int]] = []
+        #: Counter operations of the states that implement counted repeats (see ``_counted``).
+        self.ops: dict[int, tuple[str, int, int | None]] = {}
+        #: loop state → (body entry, body exit, first and past-last state of the body).
+        self._loops: dict[int, tuple[int, int, int, int]] = {}
         self._templates: dict[int, tuple[int, int, int, int]] = {}
         self.start, self.accept = self._build(tree)
         del self._templates
@@ -114,6 +118,10 @@ class ByteNFA:
         for q in range(base, top):
             self.edges.append([(lo, hi, t + offset) for lo, hi, t in self.edges[q] if base <= t < top])
             self.epsilon.append([t + offset for t in self.epsilon[q] if base <= t < top])
+            if q in self.ops:
+                self.ops[q + offset] = self.ops[q]
+            if q in self._loops:
+                self._loops[q + offset] = tuple(x + offset for x in self._loops[q])  # type: ignore[assignment]
         return entry + offset, exit_ + offset
 
     def _build_fresh(self, node: Node) -> tuple[int, int]:
@@ -142,6 +150,12 @@ class ByteNFA:
         raise TypeError(f"unknown regex node {node!r}")
 
     def _repeat(self, node: Repeat) -> tuple[int, int]:
+        copies = node.low if node.high is None else node.high
+        if copies > 2:
+            base = len(self.edges)
+            body = self._build(node.node)
+            if (len(self.edges) - base) * copies > _COPY_BUDGET:
+                return self._counted(node, body, base)
         entry = current = self._state()
         for _ in range(node.low):
             start, end = self._build(node.node)
@@ -164,6 +178,31 @@ class ByteNFA:
             current = end
         self.epsilon[current].append(exit_)
         return entry, exit_
+
+    def _counted(self, node: Repeat, body: tuple[int, int], base: int) -> tuple[int, int]:
+        """``x{low,high}`` with one copy of ``x`` and an iteration counter.
+
+        Copying the body ``high`` times made a 100-item array of objects with 200-character
+        strings a million NFA states. Here the NFA holds the body once; the *virtual*
+        state the DFA works on is a template state plus a stack of counters, one per
+        enclosing counted repeat, so only the (state, count) pairs a walk reaches exist.
+        ``push`` starts a count at 0, ``loop`` may enter the body (count < high) or leave
+        (count ≥ low), ``next`` counts a finished body, ``pop`` drops the count.
+        """
+        top = len(self.edges)
+        push, loop, next_, pop, exit_ = (self._state() for _ in range(5))
+        entry, end = body
+        self._loops[loop] = (entry, end, base, top)
+        self.ops[push] = ("push", node.low, node.high)
+        self.ops[loop] = ("loop", node.low, node.high)
+        self.ops[next_] = ("next", node.low, node.high)
+        self.ops[pop] = ("pop", node.low, node.high)
+        self.epsilon[push].append(loop)
+        self.epsilon[loop] += [entry, pop]  # guarded: enter while count < high, leave once count ≥ low
+        self.epsilon[end].append(next_)
+        self.epsilon[next_].append(loop)
+        self.epsilon[pop].append(exit_)
+        return push, exit_
 
     def _members(self, node: Members) -> tuple[int, int]:
         """Ordered optional items with separators, each item built once.
@@ -246,6 +285,11 @@ class ByteNFA:
         for q, targets in enumerate(self.epsilon):
             for target in targets:
                 reverse[target].append(q)
+        # A counted loop with low > 0 leaves only after its body ran, so when the body
+        # cannot get from its entry to its exit the loop never leaves: drop that edge.
+        blocked = self._blocked_loops()
+        for q in blocked:
+            reverse[self.epsilon[q][1]].remove(q)
         live = bytearray(len(self.edges))
         live[self.accept] = 1
         stack = [self.accept]
@@ -255,6 +299,53 @@ class ByteNFA:
                     live[q] = 1
                     stack.append(q)
         return live
+
+    def _blocked_loops(self) -> set[int]:
+        """Counted loops with low > 0 whose body matches nothing (inner loops decided first)."""
+        blocked: set[int] = set()
+        for loop, (entry, end, base, top) in self._loops.items():  # built inner-first
+            if self.ops[loop][1] == 0:
+                continue
+            seen, stack = {entry}, [entry]
+            while stack and end not in seen:
+                q = stack.pop()
+                targets = [t for _, _, t in self.edges[q]] + self.epsilon[q]
+                if q in blocked:
+                    targets = targets[:1]  # only back into its own body
+                for t in targets:
+                    if (base <= t < top or t == end) and t not in seen:
+                        seen.add(t)
+                        stack.append(t)
+            if end not in seen:
+                blocked.add(loop)
+        return blocked
+
+
+#: A repeat whose copies would exceed this many NFA states uses a counter instead.
+_COPY_BUDGET = 256
+
+#: An NFA state plus the iteration counts of the counted repeats around it.
+VirtualState = tuple[int, tuple[int, ...]]
+
+
+def _apply(op: tuple[str, int, int | None], targets: list[int], counters: tuple[int, ...]) -> list[VirtualState]:
+    """The epsilon successors of a counter state (see ``ByteNFA._counted``)."""
+    kind, low, high = op
+    if kind == "push":
+        return [(targets[0], counters + (0,))]
+    if kind == "pop":
+        return [(targets[0], counters[:-1])]
+    count = counters[-1]
+    if kind == "next":  # without an upper bound, counting past ``low`` changes nothing
+        count = count + 1 if high is not None else min(count + 1, low)
+        return [(targets[0], counters[:-1] + (count,))]
+    body, leave = targets  # "loop"
+    out = []
+    if high is None or count < high:
+        out.append((body, counters))
+    if count >= low:
+        out.append((leave, counters))
+    return out
 
 
 def _runs(alphabet: bytes) -> list[tuple[int, int]]:
@@ -282,14 +373,14 @@ class LazyDFA:
     def __init__(self, nfa: ByteNFA) -> None:
         self.nfa = nfa
         self.limits = nfa.limits
-        self._closures: dict[int, frozenset[int]] = {}
-        self._ids: dict[frozenset[int], int] = {}
-        self.sets: list[frozenset[int]] = []
+        self._closures: dict[VirtualState, frozenset[VirtualState]] = {}
+        self._ids: dict[frozenset[VirtualState], int] = {}
+        self.sets: list[frozenset[VirtualState]] = []
         self.finals: list[bool] = []
         self.expanded = np.zeros(64, dtype=bool)
         self.table: NDArray[np.int32] = np.full((64, 256), DEAD, dtype=np.int32)
         self._lock = threading.RLock()
-        start = self._closure_of([nfa.start])
+        start = self._closure_of([(nfa.start, ())])
         self.start = DEAD if not start else self._intern(start)
 
     @property
@@ -326,18 +417,18 @@ class LazyDFA:
     # ------------------------------------------------------------------ construction
 
     def _expand_one(self, state: int) -> None:
-        by_byte: list[list[int] | None] = [None] * 256
+        by_byte: list[list[tuple[int, tuple[int, ...]]] | None] = [None] * 256
         edges = self.nfa.edges
-        for q in self.sets[state]:
+        for q, counters in self.sets[state]:
             for lo, hi, target in edges[q]:
                 for byte in range(lo, hi + 1):
                     bucket = by_byte[byte]
                     if bucket is None:
-                        by_byte[byte] = [target]
+                        by_byte[byte] = [(target, counters)]
                     else:
-                        bucket.append(target)
+                        bucket.append((target, counters))
         row = np.full(256, DEAD, dtype=np.int32)
-        successors: dict[tuple[int, ...], int] = {}
+        successors: dict[tuple[VirtualState, ...], int] = {}
         for byte, targets in enumerate(by_byte):
             if targets is None:
                 continue
@@ -351,38 +442,47 @@ class LazyDFA:
         self.table[state] = row
         self.expanded[state] = True
 
-    def _closure_of(self, states: list[int] | tuple[int, ...]) -> frozenset[int]:
+    def _closure_of(self, states: list[VirtualState]) -> frozenset[VirtualState]:
         if len(states) == 1:
             return self._closure(states[0])
-        result: set[int] = set()
-        for q in states:
-            result |= self._closure(q)
+        result: set[VirtualState] = set()
+        for virtual in states:
+            result |= self._closure(virtual)
         return frozenset(result)
 
-    def _closure(self, q: int) -> frozenset[int]:
-        """Live NFA states that consume a byte (or accept), reachable from ``q`` by epsilon edges."""
-        cached = self._closures.get(q)
+    def _closure(self, start: VirtualState) -> frozenset[VirtualState]:
+        """Live byte-consuming (or accepting) virtual states reachable without input.
+
+        A virtual state is an NFA state with the counters of its enclosing counted
+        repeats; the counter operations of ``ByteNFA._counted`` apply on the way.
+        """
+        cached = self._closures.get(start)
         if cached is not None:
             return cached
         nfa = self.nfa
-        seen = {q}
-        stack = [q]
+        seen = {start}
+        stack = [start]
         result = []
         while stack:
-            p = stack.pop()
-            if not nfa.live[p]:
+            q, counters = stack.pop()
+            if not nfa.live[q]:
                 continue
-            if nfa.edges[p] or p == nfa.accept:
-                result.append(p)
-            for target in nfa.epsilon[p]:
-                if target not in seen:
-                    seen.add(target)
-                    stack.append(target)
+            if nfa.edges[q] or q == nfa.accept:
+                result.append((q, counters))
+            op = nfa.ops.get(q)
+            if op is None:
+                nexts = [(t, counters) for t in nfa.epsilon[q]]
+            else:
+                nexts = _apply(op, nfa.epsilon[q], counters)
+            for virtual in nexts:
+                if virtual not in seen:
+                    seen.add(virtual)
+                    stack.append(virtual)
         closure = frozenset(result)
-        self._closures[q] = closure
+        self._closures[start] = closure
         return closure
 
-    def _intern(self, nfa_states: frozenset[int]) -> int:
+    def _intern(self, nfa_states: frozenset[VirtualState]) -> int:
         existing = self._ids.get(nfa_states)
         if existing is not None:
             return existing
@@ -393,7 +493,7 @@ class LazyDFA:
             )  # fmt: skip
         state = len(self.sets)
         self.sets.append(nfa_states)
-        self.finals.append(self.nfa.accept in nfa_states)
+        self.finals.append((self.nfa.accept, ()) in nfa_states)
         self._ids[nfa_states] = state
         if state >= len(self.expanded):
             grow = len(self.expanded)
