@@ -48,11 +48,12 @@ _IPV6 = "(?:" + "|".join([
     rf"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}",
     rf"(?:(?:{_H16}:){{0,6}}{_H16})?::",
 ]) + ")"  # fmt: skip
-# A DNS label without '-' as its third character: that rules out IDNA A-labels ("xn--…"),
-# whose validity needs punycode decoding, and the reserved "??--" form.
+# A DNS label of 1-63 letters, digits and inner hyphens, without "--" as its third and
+# fourth characters: that rules out IDNA A-labels ("xn--…"), whose validity needs
+# punycode decoding, and the other reserved "??--" forms.
 _ALNUM, _LDH = "[a-zA-Z0-9]", "[a-zA-Z0-9-]"
-_LABEL = rf"{_ALNUM}(?:{_ALNUM}|{_LDH}{_ALNUM}(?:{_LDH}{{0,59}}{_ALNUM})?)?"
-_SHORT_LABEL = rf"{_ALNUM}(?:{_ALNUM}|{_LDH}{_ALNUM}(?:{_LDH}{{0,14}}{_ALNUM})?)?"
+_LABEL = rf"{_ALNUM}(?:{_ALNUM}|{_LDH}{_ALNUM}|{_LDH}{_LDH}{_ALNUM}|{_LDH}(?:{_ALNUM}{_LDH}|-{_ALNUM}){_LDH}{{0,58}}{_ALNUM})?"
+_SHORT_LABEL = rf"{_ALNUM}(?:{_ALNUM}|{_LDH}{_ALNUM}|{_LDH}{_LDH}{_ALNUM}|{_LDH}(?:{_ALNUM}{_LDH}|-{_ALNUM}){_LDH}{{0,13}}{_ALNUM})?"
 # At most 63 + 9 × (1 + 18) = 234 characters: under the 253 a hostname may have.
 _HOSTNAME = rf"{_LABEL}(?:\.{_SHORT_LABEL}){{0,9}}"
 _N = r"[0-9]+"

@@ -71,14 +71,16 @@ class _Writer:
             options = [self.expansion(o) for o in node.options]
             body = " | ".join(o for o in options if o)
             return f"({body})?" if any(not o for o in options) else f"({body})"
+        if isinstance(node, Repeat) and node.separator is not None:
+            if node.high == 0:
+                return ""
+            item = f"({self.expansion(node.node)})"
+            pair = f"({self.leaf(node.separator)} {item})"
+            tail = _repeat(pair, max(node.low - 1, 0), None if node.high is None else node.high - 1)
+            core = f"{item} {tail}".strip()
+            return core if node.low else f"({core})?"
         if isinstance(node, Repeat):
-            inner = f"({self.expansion(node.node)})"
-            if node.high is None:
-                return {0: f"{inner}*", 1: f"{inner}+"}.get(node.low, f"{inner}~{node.low} {inner}*")
-            if (node.low, node.high) == (0, 1):
-                return f"{inner}?"
-            low = f"{inner}~{node.low}..{node.high}" if node.low else f"({inner}~1..{node.high})?"
-            return low
+            return _repeat(f"({self.expansion(node.node)})", node.low, node.high)
         if isinstance(node, Members):
             return self.members(node)
         raise SchemaError(f"cannot express {type(node).__name__} in a grammar")
@@ -113,7 +115,7 @@ class _Writer:
         if not _nullable(node):
             return self.terminal(node)
         if isinstance(node, Repeat) and not _nullable(node.node):
-            solid = node.node if node.high == 1 else Repeat(node.node, 1, node.high)
+            solid = node.node if node.high == 1 else Repeat(node.node, 1, node.high, node.separator)
             return f"{self.terminal(solid)}?"
         if isinstance(node, Alt):
             solid = [o for o in node.options if not _nullable(o)]
@@ -130,6 +132,17 @@ class _Writer:
         return self.terminals[regex]
 
 
+def _repeat(inner: str, low: int, high: int | None) -> str:
+    """Lark text for ``inner`` repeated ``low`` to ``high`` (None: unbounded) times."""
+    if high is None:
+        return {0: f"{inner}*", 1: f"{inner}+"}.get(low, f"{inner}~{low} {inner}*")
+    if high == 0:
+        return ""
+    if (low, high) == (0, 1):
+        return f"{inner}?"
+    return f"{inner}~{low}..{high}" if low else f"({inner}~1..{high})?"
+
+
 def _has_ref(node: Node) -> bool:
     if isinstance(node, RuleRef):
         return True
@@ -138,7 +151,7 @@ def _has_ref(node: Node) -> bool:
     if isinstance(node, Alt):
         return any(_has_ref(o) for o in node.options)
     if isinstance(node, Repeat):
-        return _has_ref(node.node)
+        return _has_ref(node.node) or (node.separator is not None and _has_ref(node.separator))
     if isinstance(node, Members):
         return any(_has_ref(i) for i, _ in node.items) or (node.extra is not None and _has_ref(node.extra))
     return False

@@ -346,18 +346,38 @@ class _Walker:
         return alt(*options)
 
     def disjoint(self, branches: list[Any], pointer: str) -> bool:
-        """Branches are known not to overlap: each has one distinct type, or all are distinct consts."""
+        """Branches are known not to overlap: each has one distinct type, all are distinct
+        consts, or all are objects requiring one property (a discriminator) with distinct consts."""
         resolved = [self.deref(b, pointer) for b in branches]
         if not all(isinstance(b, dict) for b in resolved):
             return False
         consts = [json.dumps(b["const"], sort_keys=True) if "const" in b else None for b in resolved]
         if None not in consts and len(set(consts)) == len(consts):
             return True
+        if self.discriminated(resolved, pointer):
+            return True
         types = [b.get("type") for b in resolved]
         if not all(isinstance(t, str) for t in types):
             return False
         numeric = [t for t in types if t in ("number", "integer")]
         return len(set(types)) == len(types) and len(numeric) <= 1
+
+    def discriminated(self, branches: list[dict[str, Any]], pointer: str) -> bool:
+        """A tagged union: some property is required by every branch with a different const each."""
+        names = set.intersection(*(set(b.get("required", [])) for b in branches))
+        for name in names:
+            tags = []
+            for branch in branches:
+                tag = self.deref(branch.get("properties", {}).get(name), pointer)
+                if isinstance(tag, dict) and "enum" in tag and len(tag["enum"]) == 1:
+                    tag = {"const": tag["enum"][0]}
+                if not (isinstance(tag, dict) and "const" in tag):
+                    break
+                tags.append(json.dumps(tag["const"], sort_keys=True))
+            else:
+                if len(set(tags)) == len(tags):
+                    return True
+        return False
 
     def negation(self, schema: dict[str, Any], pointer: str) -> Node:
         """Only the trivial negations: ``not false`` (no constraint) and ``not {}``/``not true`` (nothing)."""
@@ -414,7 +434,7 @@ class _Walker:
             own = dict(schema)
             options.append(getattr(self, f"type_{t}")(own, pointer))
             unused &= set(own)
-        for key in sorted(unused):
+        for key in sorted(unused - _TYPE_KEYWORDS):  # another type's keyword constrains nothing here
             self.unsupported(key, f"{pointer}/{key}", "the regex backend does not implement it")
         return alt(*options)
 
@@ -495,7 +515,8 @@ class _Walker:
         # A decimal d.f with f > 0 lies strictly between floor and floor + 1.
         floor_low = None if low is None else (low if not exclusive_low else low - 1)
         floor_high = None if high is None else (high - 1 if not exclusive_high else high)
-        options = [_fragment(integer_range(low, high))]
+        # integers, also as json.dumps writes whole floats ("24.0")
+        options = [seq(_fragment(integer_range(low, high)), optional(_fragment(r"\.0+")))]
         fraction = _fragment(r"\.[0-9]*[1-9]")
         if floor_high is None or floor_low is None or floor_low <= floor_high:
             # non-negative floors n ≥ 0: the text is "n.f"; negative floors -(m+1): the text is "-m.f"
@@ -557,25 +578,23 @@ class _Walker:
         if high is not None and low > high:
             return NOTHING
         sep = self.sep
+        if not prefix:  # the common case: one separated repeat, the item built once
+            return self.wrap("[", Repeat(item, low, high, sep), "]")  # type: ignore[arg-type]
 
-        def element(i: int) -> Node:
-            return prefix[i] if i < len(prefix) else item  # type: ignore[return-value]
-
-        def optional_from(i: int) -> Node:
-            """Elements i, i+1, ... each optional, each after a separator."""
+        def rest(i: int) -> Node:
+            """Elements from i on (i ≥ 1), each after a separator; those at or past ``low`` optional."""
             if high is not None and i >= high:
                 return EMPTY
             if i >= len(prefix):
-                return Repeat(seq(sep, item), 0, None if high is None else high - i)  # type: ignore[arg-type]
-            return optional(seq(sep, prefix[i], optional_from(i + 1)))
+                if item is None:
+                    return EMPTY
+                tail = Repeat(item, max(low - i, 1), None if high is None else high - i, sep)
+                return seq(sep, tail) if i < low else optional(seq(sep, tail))
+            here = seq(sep, prefix[i], rest(i + 1))
+            return here if i < low else optional(here)
 
-        if low:
-            body = seq(_join([element(i) for i in range(low)], sep), optional_from(low))
-        elif high == 0:
-            body = EMPTY
-        else:
-            body = optional(seq(element(0), optional_from(1)))
-        return self.wrap("[", body, "]")
+        body = seq(prefix[0], rest(1))
+        return self.wrap("[", body if low else optional(body), "]")
 
     def contains(
         self, schema: dict[str, Any], items: Any, prefix: list[Node], low: int, high: int | None, pointer: str
@@ -638,9 +657,9 @@ class _Walker:
         scalar = alt(_fragment(f'"{STRING_CHAR}*"'), _fragment(NUMBER), _fragment(BOOLEAN), _fragment(NULL))
         level = scalar
         for _ in range(self.options.any_value_depth):
-            array = self.wrap("[", optional(seq(level, Repeat(seq(self.sep, level), 0, None))), "]")
+            array = self.wrap("[", Repeat(level, 0, None, self.sep), "]")
             member = seq(_fragment(f'"{STRING_CHAR}*"'), self.colon, level)
-            obj = self.wrap("{", optional(seq(member, Repeat(seq(self.sep, member), 0, None))), "}")
+            obj = self.wrap("{", Repeat(member, 0, None, self.sep), "}")
             level = alt(scalar, array, obj)
         return level
 
@@ -701,6 +720,14 @@ def _merge(
     return out
 
 
+# Keywords that apply to one type only: for a value of another type they are vacuous.
+_TYPE_KEYWORDS = frozenset({
+    "minLength", "maxLength", "pattern", "format",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains", "minContains", "maxContains",
+    "properties", "required", "additionalProperties", "minProperties", "maxProperties",
+    "patternProperties", "propertyNames", "dependentRequired",
+})  # fmt: skip
 _TAKE_MAX = frozenset({"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"})
 _TAKE_MIN = frozenset({"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"})
 
@@ -783,7 +810,7 @@ def _json_escaped(tree: Node) -> Node:
     if isinstance(tree, Alt):
         return alt(*(_json_escaped(o) for o in tree.options))
     if isinstance(tree, Repeat):
-        return Repeat(_json_escaped(tree.node), tree.low, tree.high)
+        return Repeat(_json_escaped(tree.node), tree.low, tree.high, tree.separator)
     raise TypeError(f"unexpected pattern node {tree!r}")
 
 

@@ -150,6 +150,8 @@ class ByteNFA:
         raise TypeError(f"unknown regex node {node!r}")
 
     def _repeat(self, node: Repeat) -> tuple[int, int]:
+        if node.separator is not None:
+            return self._separated(node)
         copies = node.low if node.high is None else node.high
         if copies > 2:
             base = len(self.edges)
@@ -178,6 +180,39 @@ class ByteNFA:
             current = end
         self.epsilon[current].append(exit_)
         return entry, exit_
+
+    def _separated(self, node: Repeat) -> tuple[int, int]:
+        """Items with a separator between them, the item built once (see ``Repeat``).
+
+        Without an upper bound and with at most one required item, a plain loop does;
+        otherwise a counted loop whose count also says whether a separator comes first.
+        """
+        if node.high == 0:
+            entry = self._state()
+            return entry, entry
+        base = len(self.edges)
+        item_entry, item_end = self._build(node.node)
+        sep_entry, sep_end = self._build(node.separator)  # type: ignore[arg-type]
+        top = len(self.edges)
+        self.epsilon[sep_end].append(item_entry)
+        if node.high is None and node.low <= 1:
+            entry, after, exit_ = self._state(), self._state(), self._state()
+            self.epsilon[entry].append(item_entry)
+            self.epsilon[item_end].append(after)
+            self.epsilon[after] += [sep_entry, exit_]
+            if node.low == 0:
+                self.epsilon[entry].append(exit_)
+            return entry, exit_
+        push, loop, next_, pop, exit_ = (self._state() for _ in range(5))
+        self._loops[loop] = (item_entry, item_end, base, top)
+        for state, kind in ((push, "push"), (loop, "loop_sep"), (next_, "next"), (pop, "pop")):
+            self.ops[state] = (kind, node.low, node.high)
+        self.epsilon[push].append(loop)
+        self.epsilon[loop] += [item_entry, sep_entry, pop]  # first item / a later one / leave
+        self.epsilon[item_end].append(next_)
+        self.epsilon[next_].append(loop)
+        self.epsilon[pop].append(exit_)
+        return push, exit_
 
     def _counted(self, node: Repeat, body: tuple[int, int], base: int) -> tuple[int, int]:
         """``x{low,high}`` with one copy of ``x`` and an iteration counter.
@@ -289,7 +324,7 @@ class ByteNFA:
         # cannot get from its entry to its exit the loop never leaves: drop that edge.
         blocked = self._blocked_loops()
         for q in blocked:
-            reverse[self.epsilon[q][1]].remove(q)
+            reverse[self.epsilon[q][-1]].remove(q)
         live = bytearray(len(self.edges))
         live[self.accept] = 1
         stack = [self.accept]
@@ -311,7 +346,7 @@ class ByteNFA:
                 q = stack.pop()
                 targets = [t for _, _, t in self.edges[q]] + self.epsilon[q]
                 if q in blocked:
-                    targets = targets[:1]  # only back into its own body
+                    targets = targets[:-1]  # only back into its own body, never out
                 for t in targets:
                     if (base <= t < top or t == end) and t not in seen:
                         seen.add(t)
@@ -336,13 +371,18 @@ def _apply(op: tuple[str, int, int | None], targets: list[int], counters: tuple[
     if kind == "pop":
         return [(targets[0], counters[:-1])]
     count = counters[-1]
-    if kind == "next":  # without an upper bound, counting past ``low`` changes nothing
-        count = count + 1 if high is not None else min(count + 1, low)
+    if kind == "next":  # without an upper bound, counting past max(low, 1) changes nothing
+        count = count + 1 if high is not None else min(count + 1, max(low, 1))
         return [(targets[0], counters[:-1] + (count,))]
-    body, leave = targets  # "loop"
     out = []
-    if high is None or count < high:
-        out.append((body, counters))
+    if kind == "loop":
+        body, leave = targets
+        if high is None or count < high:
+            out.append((body, counters))
+    else:  # "loop_sep": the first item comes bare, later ones after the separator
+        body, separator, leave = targets
+        if high is None or count < high:
+            out.append((body if count == 0 else separator, counters))
     if count >= low:
         out.append((leave, counters))
     return out

@@ -37,11 +37,17 @@ class Alt:
 
 @dataclass(frozen=True)
 class Repeat:
-    """``node`` repeated ``low`` to ``high`` times; ``high`` is None for no upper bound."""
+    """``node`` repeated ``low`` to ``high`` times; ``high`` is None for no upper bound.
+
+    With a ``separator``, it comes between consecutive repetitions (a JSON array's
+    items): written as text that is ``x(?:sep x)*``, but the automaton builds ``x``
+    once, where the text has it twice — at every nesting level.
+    """
 
     node: "Node"
     low: int
     high: int | None
+    separator: "Node | None" = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,13 @@ def render(node: Node) -> str:
         return "".join(_atom(p) if isinstance(p, Alt) else render(p) for p in node.parts)
     if isinstance(node, Alt):
         return "(?:" + "|".join(render(o) for o in node.options) + ")"
+    if isinstance(node, Repeat) and node.separator is not None:
+        item = _atom(node.node)
+        tail = render(Repeat(Concat((node.separator, node.node)), max(node.low - 1, 0),
+                             None if node.high is None else node.high - 1))  # fmt: skip
+        if node.high == 0:
+            return ""
+        return f"{item}{tail}" if node.low else f"(?:{item}{tail})?"
     if isinstance(node, Repeat):
         if (node.low, node.high) == (0, 1):
             suffix = "?"
