@@ -7,6 +7,7 @@
 >>> state = guide.advance(state, token_id)
 """
 
+from .cfg import CFGGuide, compile_grammar, compile_sql
 from .compiler import Compiler
 from .errors import (
     ConstrainError,
@@ -15,6 +16,7 @@ from .errors import (
     LimitExceededError,
     NonRegularPatternError,
     PatternError,
+    GrammarError,
     TokenRejected,
     VocabularyError,
 )
@@ -29,6 +31,10 @@ __all__ = [
     "Compiler",
     "Guide",
     "RegexGuide",
+    "CFGGuide",
+    "compile_grammar",
+    "compile_sql",
+    "GrammarError",
     "Vocabulary",
     "Limits",
     "FINISHED",

@@ -3,6 +3,8 @@
 Compile once, match many (as in xgrammar): a :class:`Compiler` is made per
 tokenizer, holds the byte matrix every token index walks, and caches compiled
 guides by their source, so asking twice for the same pattern costs a dict lookup.
+It also picks the backend: a JSON Schema whose structure is regular compiles to
+the regex backend, a recursive one to the Lark CFG backend (``guide.backend``).
 """
 
 from __future__ import annotations
@@ -10,16 +12,20 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import ConstrainError
-from .json_schema.to_regex import SchemaOptions, load_schema, schema_walk
+from .json_schema.to_grammar import schema_to_lark
+from .json_schema.to_regex import SchemaOptions, load_schema, recursive_refs, schema_walk
 from .regex.automaton import ByteNFA, LazyDFA, Limits
 from .regex.guide import RegexGuide
 from .regex.index import TokenIndex
 from .regex.parse import literal_choice, parse_regex
 from .regex.tree import Node
 from .vocabulary import Vocabulary
+
+if TYPE_CHECKING:
+    from .cfg import CFGGuide
 
 __all__ = ["Compiler"]
 
@@ -74,38 +80,72 @@ class Compiler:
         label = "choice(" + ", ".join(repr(o) for o in options[:5]) + (", ...)" if len(options) > 5 else ")")
         return self._cached(("choice", options), lambda: literal_choice(options), label, limits)
 
-    def json_schema(self, schema: Any, *, limits: Limits | None = None, **options: Any) -> RegexGuide:
+    def json_schema(self, schema: Any, *, limits: Limits | None = None, **options: Any) -> "RegexGuide | CFGGuide":
         """A guide for JSON text valid under ``schema`` (dict, JSON text or Pydantic model class).
 
         ``options`` are those of :class:`~constrain.json_schema.SchemaOptions`
         (``whitespace``, ``lenient``, ``max_recursion_depth``, ``strict_properties``,
-        ``any_value_depth``). A keyword the regex cannot enforce raises
+        ``any_value_depth``). A keyword that cannot be enforced raises
         :class:`~constrain.UnsupportedSchemaError` naming it and its JSON pointer; with
         ``lenient=True`` it is dropped, listed in ``guide.dropped`` and warned about.
+
+        A recursive schema (a ``$ref`` cycle) compiles to the CFG backend, unless
+        ``max_recursion_depth`` asks to unroll it into a regex; ``guide.backend`` says
+        which ("regex" or "cfg").
         """
         loaded = load_schema(schema)
         settings = SchemaOptions(**options)
-        walk = schema_walk(loaded, settings)
-        key = ("json_schema", json.dumps(loaded, sort_keys=True), settings)
-        label = f"json_schema({json.dumps(loaded)[:50]}...)"
-        guide = self._cached(key, lambda: walk.tree, label, limits)
-        guide.dropped = tuple(walk.dropped)
+        if settings.max_recursion_depth is None and recursive_refs(loaded):
+            grammar, dropped = schema_to_lark(loaded, **options)
+            guide: Any = self.grammar(grammar)
+        else:
+            walk = schema_walk(loaded, settings)
+            dropped = tuple(walk.dropped)
+            key = ("json_schema", json.dumps(loaded, sort_keys=True), settings)
+            label = f"json_schema({json.dumps(loaded)[:50]}...)"
+            guide = self._cached(key, lambda: walk.tree, label, limits)
+        guide.dropped = dropped
         guide.schema = loaded
         guide.model_class = schema if isinstance(schema, type) else None
         return guide
+
+    def grammar(self, source: str, *, start: str = "start", always_accept: tuple[str, ...] | None = None) -> "CFGGuide":
+        """A guide for text that lark's LALR parser accepts: Lark grammar text, or ``"json"`` / ``"sql"``.
+
+        Raises :class:`~constrain.GrammarError` naming the rule or terminal at fault.
+        """
+        from .cfg import compile_grammar
+
+        key = ("grammar", source, start, always_accept)
+        return self._cached_guide(
+            key, lambda: compile_grammar(source, self.vocabulary, start=start, always_accept=always_accept)
+        )
+
+    def sql(self, tables: Mapping[str, Sequence[str]]) -> "CFGGuide":
+        """A SQL guide whose table and column names come from ``tables`` (table name → column names)."""
+        from .cfg import compile_sql
+
+        key = ("sql", tuple((table, tuple(columns)) for table, columns in tables.items()))
+        return self._cached_guide(key, lambda: compile_sql(tables, self.vocabulary))
 
     def _cached(
         self, key: tuple[Any, ...], parse: Callable[[], Node], source: str, limits: Limits | None
     ) -> RegexGuide:
         limits = limits or self.limits
-        key = key + (limits,)
+
+        def build() -> RegexGuide:
+            tree = parse()
+            dfa = LazyDFA(ByteNFA(tree, limits, self.vocabulary.byte_alphabet))
+            return RegexGuide(TokenIndex(dfa, self.vocabulary), source, tree)
+
+        return self._cached_guide(key + (limits,), build)
+
+    def _cached_guide(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        tree = parse()
-        dfa = LazyDFA(ByteNFA(tree, limits, self.vocabulary.byte_alphabet))
-        guide = RegexGuide(TokenIndex(dfa, self.vocabulary), source, tree)
+        guide = build()
         with self._lock:
             self._cache[key] = guide
             while len(self._cache) > self._cache_size:

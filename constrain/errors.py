@@ -17,6 +17,7 @@ __all__ = [
     "EmptyLanguageError",
     "LimitExceededError",
     "TokenRejected",
+    "GrammarError",
 ]
 
 
@@ -76,6 +77,25 @@ class TokenRejected(ConstrainError, ValueError):
         )
         self.token_id = token_id
         self.state = state
+
+
+class GrammarError(ConstrainError, ValueError):
+    """A grammar that cannot be compiled into a guide.
+
+    ``rule`` and ``terminal`` name the grammar parts at fault (either may be
+    ``None``), so tools can point at the offending line without parsing the message.
+    """
+
+    def __init__(self, message: str, *, rule: str | None = None, terminal: str | None = None) -> None:
+        parts = []
+        if rule is not None:
+            parts.append(f"rule {rule!r}")
+        if terminal is not None:
+            parts.append(f"terminal {terminal!r}")
+        where = f" ({', '.join(parts)})" if parts else ""
+        super().__init__(f"{message}{where}")
+        self.rule = rule
+        self.terminal = terminal
 
 
 def _excerpt(pattern: str, position: int | None, width: int = 60) -> str:

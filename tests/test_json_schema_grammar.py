@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import random
 
 import jsonschema
 import lark
 import pytest
+
+import constrain
+from constrain.testing import accepts, random_walk, token_text, tokenize_continuation
 
 from constrain.json_schema import RecursiveSchemaError, to_regex
 from constrain.json_schema.to_grammar import schema_to_lark
@@ -67,3 +71,29 @@ def test_grammar_accepts_exactly_the_valid_instances(schema: dict, valid: list, 
 def test_non_recursive_schema_is_one_terminal() -> None:
     grammar, _ = schema_to_lark({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
     assert grammar.splitlines()[0] == "start: T0"
+
+
+@pytest.mark.parametrize(("schema", "valid", "invalid"), CASES, ids=["tree", "expression", "linked-list"])
+def test_recursive_schema_guides_through_the_cfg_backend(
+    compiler: "constrain.Compiler", tokenizer: object, schema: dict, valid: list, invalid: list
+) -> None:
+    guide = compiler.json_schema(schema)
+    assert guide.backend == "cfg" and guide.schema == schema
+    for instance in valid:
+        for text in (json.dumps(instance), json.dumps(instance, separators=(",", ":"))):
+            assert accepts(guide, tokenize_continuation(tokenizer, text)), text
+    for text in invalid:
+        assert not accepts(guide, tokenize_continuation(tokenizer, text)), text
+    rng = random.Random(7)
+    finished = 0
+    for _ in range(8):
+        ids, ended = random_walk(guide, compiler.vocabulary, rng, max_tokens=200, eos_probability=0.9)
+        if ended:
+            finished += 1
+            jsonschema.validate(json.loads(token_text(compiler.vocabulary, ids)), schema)
+    assert finished
+
+
+def test_unrolling_stays_on_the_regex_backend(compiler: "constrain.Compiler") -> None:
+    assert compiler.json_schema(TREE, max_recursion_depth=2).backend == "regex"
+    assert compiler.json_schema({"type": "integer"}).backend == "regex"

@@ -1,0 +1,62 @@
+"""The context-free grammar backend: lark grammars → incremental LALR guides.
+
+>>> from constrain.cfg import compile_grammar
+>>> guide = compile_grammar("json", vocabulary)      # or lark grammar text
+>>> state = guide.initial_state
+>>> state = guide.advance(state, token_id)
+
+A guide accepts exactly the texts ``lark.Lark(grammar, parser="lalr").parse``
+accepts: it re-executes lark's own LALR table and contextual lexer (terminal
+order, priorities, keyword renames, ``%ignore``) byte by byte. ``docs/cfg.md``
+explains the design and its limits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..vocabulary import Vocabulary
+from .errors import GrammarError
+from .grammar import BUNDLED_OPTIONS, CompiledGrammar, bundled_grammars, lark_parser, load_grammar_source
+from .guide import FINISHED, CFGGuide
+
+__all__ = [
+    "compile_grammar",
+    "compile_sql",
+    "CFGGuide",
+    "GrammarError",
+    "FINISHED",
+    "bundled_grammars",
+    "lark_parser",
+]
+
+
+def compile_grammar(
+    source: str, vocabulary: Any, *, start: str = "start", always_accept: tuple[str, ...] | None = None
+) -> CFGGuide:
+    """A guide for the language of a lark grammar (text, or a bundled name: ``"json"``, ``"sql"``).
+
+    ``vocabulary`` is a :class:`~constrain.Vocabulary` or a Hugging Face tokenizer.
+    Raises :class:`GrammarError` naming the rule or terminal at fault for grammars
+    lark rejects (undefined symbols, reduce/reduce conflicts), terminals that are
+    not regular (lookarounds, anchors, backreferences) and grammars that cannot
+    produce any string.
+
+    ``always_accept`` names terminals lark's contextual lexer should try in every
+    state (lark's ``postlex.always_accept``; see :class:`~constrain.cfg.grammar.WordBoundary`).
+    The bundled SQL grammar uses ``("NAME",)`` so keywords end at word boundaries;
+    ``guide.grammar.lark`` is the exact lark parser a guide reproduces.
+    """
+    vocab = vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary.from_tokenizer(vocabulary)
+    text, label = load_grammar_source(source)
+    if always_accept is None:
+        always_accept = BUNDLED_OPTIONS.get(label, {}).get("always_accept", ())
+    grammar = CompiledGrammar(text, vocab, start=start, label=label, always_accept=always_accept)
+    return CFGGuide(grammar, vocab)
+
+
+def compile_sql(tables: dict[str, Any], vocabulary: Any, **options: Any) -> CFGGuide:
+    """A SQL guide whose table and column names are restricted to a schema (see :mod:`.sql`)."""
+    from .sql import compile_sql as _compile_sql
+
+    return _compile_sql(tables, vocabulary, **options)

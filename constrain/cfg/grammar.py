@@ -1,0 +1,523 @@
+"""A lark grammar → the tables the guide runs on: lexer DFAs, LALR actions, a stack store.
+
+Everything is read from lark's own LALR build through its public objects (the
+parse table, the terminal definitions and the per-state ``BasicLexer`` of its
+contextual lexer, whose terminal order and "unless" renames are exactly what
+``Lark.parse`` uses), so the guide cannot drift from what lark would do: it only
+re-executes that table incrementally. Nothing of lark is subclassed or patched.
+
+Parser stacks are *interned*: a stack is an int id naming (top state, parent id),
+so a guide state is a small tuple of ints and bytes, hashing and comparing it is
+O(1), and sequences that reach the same stack share it.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import lark
+from lark.exceptions import GrammarError as LarkGrammarError
+from lark.exceptions import LarkError
+from lark.lexer import UnlessCallback
+from lark.parsers.lalr_analysis import Shift
+
+from ..vocabulary import Vocabulary
+from .errors import GrammarError
+from .lexer import EmitTable, LexerContext, LexerDFA
+from .pyregex import NotRegular, PriorityNFA
+
+__all__ = [
+    "CompiledGrammar",
+    "load_grammar_source",
+    "bundled_grammars",
+    "lark_parser",
+    "WordBoundary",
+    "BUNDLED_OPTIONS",
+    "END",
+]
+
+END = "$END"
+
+#: SQL keywords that are never identifiers: PostgreSQL's reserved words among the grammar's
+#: keywords, plus those sqlglot cannot read as a name. The rest (date, year, first, key,
+#: range...) stay usable as names wherever no keyword fits.
+SQL_RESERVED = tuple(
+    "ALL AND AS ASC BETWEEN CASE CHECK CONSTRAINT CREATE CROSS DEFAULT DESC DISTINCT ELSE END EXCEPT "
+    "FALSE FETCH FOR FOREIGN FROM FULL GROUP HAVING ILIKE IN INNER INSERT INTERSECT INTO IS JOIN LATERAL "
+    "LEFT LIKE LIMIT NATURAL NOT NULL OFFSET ON ONLY OR ORDER OUTER PRIMARY REFERENCES RETURNING RIGHT "
+    "SELECT TABLE THEN TO TRUE UNION UNIQUE USING VALUES WHEN WHERE WINDOW WITH".split()
+)
+
+#: Lark options of the bundled grammars beyond ``parser="lalr"`` (see :class:`WordBoundary`):
+#: SQL keeps identifiers and reserved words in every lexer context.
+BUNDLED_OPTIONS: dict[str, dict[str, Any]] = {"sql": {"always_accept": ("NAME", *SQL_RESERVED)}}
+_BUNDLED_PACKAGE = "constrain.grammars"
+
+
+# ---------------------------------------------------------------------- bundled grammars
+
+
+def _grammar_dirs() -> list[Any]:
+    """Where bundled ``*.lark`` files live: the installed ``constrain.grammars`` package, else the repo."""
+    places: list[Any] = []
+    try:
+        places.append(resources.files(_BUNDLED_PACKAGE))
+    except (ModuleNotFoundError, TypeError):
+        pass
+    places.append(Path(__file__).resolve().parents[2] / "grammars")
+    return places
+
+
+def bundled_grammars() -> list[str]:
+    """Names accepted by :func:`load_grammar_source` (``"json"``, ``"sql"``)."""
+    names: set[str] = set()
+    for place in _grammar_dirs():
+        try:
+            names.update(p.name[:-5] for p in place.iterdir() if p.name.endswith(".lark"))
+        except (FileNotFoundError, NotADirectoryError, OSError):
+            continue
+    return sorted(names)
+
+
+def load_grammar_source(source: str) -> tuple[str, str]:
+    """``(grammar text, label)`` for grammar text or the name of a bundled grammar."""
+    if not isinstance(source, str):
+        raise GrammarError(f"a grammar must be lark text or a bundled name, not {type(source).__name__}")
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", source.strip()):
+        name = source.strip()
+        for place in _grammar_dirs():
+            candidate = place / f"{name}.lark"
+            try:
+                return candidate.read_text(encoding="utf-8"), name
+            except (FileNotFoundError, NotADirectoryError, OSError):
+                continue
+        raise GrammarError(
+            f"no bundled grammar named {name!r} (bundled: {', '.join(bundled_grammars()) or 'none'}); "
+            "pass lark grammar text instead"
+        )
+    return source, "grammar"
+
+
+# ---------------------------------------------------------------------- parser tables
+
+
+class Stacks:
+    """Interned LALR stacks: id → (top state, parent id); id 0 is the start stack."""
+
+    def __init__(self, start_state: int) -> None:
+        self.top: list[int] = [start_state]
+        self.parent: list[int] = [-1]
+        self.depth: list[int] = [1]
+        self._ids: dict[tuple[int, int], int] = {(-1, start_state): 0}
+        self._lock = threading.Lock()
+
+    def push(self, parent: int, state: int) -> int:
+        key = (parent, state)
+        found = self._ids.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._ids.get(key)
+            if found is None:
+                found = len(self.top)
+                self.top.append(state)
+                self.parent.append(parent)
+                self.depth.append(self.depth[parent] + 1)
+                self._ids[key] = found
+            return found
+
+    def states(self, stack: int) -> list[int]:
+        """The stack's states, bottom first (for messages and tests)."""
+        out = []
+        while stack >= 0:
+            out.append(self.top[stack])
+            stack = self.parent[stack]
+        return out[::-1]
+
+    def __len__(self) -> int:
+        return len(self.top)
+
+
+class _FloorTracker:
+    """See :meth:`CompiledGrammar.track`; nests (each level keeps its own floor)."""
+
+    def __init__(self, local: threading.local) -> None:
+        self._local = local
+        self.value = 1 << 30
+
+    def __enter__(self) -> "_FloorTracker":
+        floors = self._local.__dict__.setdefault("stack", [])
+        floors.append(self.value)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        floors = self._local.__dict__["stack"]
+        self.value = floors.pop()
+        if not floors:
+            del self._local.__dict__["stack"]
+        elif self.value < floors[-1]:
+            floors[-1] = self.value  # an outer computation depends on what the inner one read
+
+
+@dataclass(frozen=True)
+class _Rule:
+    origin: str
+    size: int
+
+
+class CompiledGrammar:
+    """Lark's LALR parser and contextual lexer for one grammar, as guide-ready tables."""
+
+    def __init__(
+        self,
+        text: str,
+        vocabulary: Vocabulary,
+        *,
+        start: str = "start",
+        label: str = "grammar",
+        always_accept: tuple[str, ...] = (),
+    ) -> None:
+        self.text = text
+        self.label = label
+        self.start = start
+        self.always_accept = tuple(always_accept)
+        self.lark = _build_lark(text, start, self.always_accept)
+        frontend = self.lark.parser
+        lexer = getattr(frontend, "lexer", None)
+        if self.always_accept:
+            lexer = getattr(lexer, "lexer", None)  # behind lark's PostLexConnector
+        if lexer is None or not hasattr(lexer, "lexers"):
+            raise GrammarError(
+                "only lark's contextual lexer (the LALR default) is supported; drop the postlexer"
+            )
+        table = getattr(getattr(frontend.parser, "parser", None), "parse_table", None)
+        if table is None:  # pragma: no cover - lark layout changed
+            raise GrammarError("this lark version exposes no LALR parse table")
+
+        # Terminals: every one lark knows, indexed.
+        self.terminal_defs = {t.name: t for t in self.lark.terminals}
+        self.names: list[str] = list(self.terminal_defs)
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.ignore = frozenset(self.index[n] for n in self.lark.ignore_tokens if n in self.index)
+        self.ignore_names = frozenset(self.names[i] for i in self.ignore)
+
+        # The NFA of all terminals, with lark's global regex flags.
+        flags = int(getattr(self.lark.options, "g_regex_flags", 0) or 0)
+        self.nfa = PriorityNFA(vocabulary.byte_alphabet)
+        self.entries: list[int] = []
+        for i, name in enumerate(self.names):
+            pattern = self.terminal_defs[name].pattern.to_regexp()
+            try:
+                entry, _ = self.nfa.add_terminal(i, pattern, flags)
+            except NotRegular as exc:
+                raise GrammarError(
+                    f"terminal pattern /{pattern}/ uses {exc.feature}, which a finite automaton cannot "
+                    "enforce token by token; rewrite it without it",
+                    terminal=name,
+                ) from None
+            except re.error as exc:
+                raise GrammarError(f"invalid terminal pattern /{pattern}/: {exc}", terminal=name) from None
+            self.entries.append(entry)
+        self.nfa.finish()
+
+        # Parser tables.
+        states = table.states
+        self.num_states = max(states) + 1
+        self.actions: list[dict[str, tuple[bool, int]]] = [{} for _ in range(self.num_states)]
+        self.rules: list[_Rule] = []
+        rule_ids: dict[Any, int] = {}
+        for state, acts in states.items():
+            out = self.actions[state]
+            for symbol, (action, arg) in acts.items():
+                if action is Shift:
+                    out[symbol] = (True, int(arg))
+                else:
+                    rid = rule_ids.get(id(arg))
+                    if rid is None:
+                        rid = len(self.rules)
+                        rule_ids[id(arg)] = rid
+                        self.rules.append(_Rule(str(arg.origin.name), len(arg.expansion)))
+                    out[symbol] = (False, rid)
+        self.action_terminals: list[frozenset[str]] = [
+            frozenset(symbol for symbol in acts if symbol in self.index) for acts in self.actions
+        ]
+        self.start_state = int(table.start_states[start])
+        self.end_state = int(table.end_states[start])
+        self.stacks = Stacks(self.start_state)
+        self._feed_memo: dict[tuple[int, str], tuple[int, int]] = {}
+        self._floors = threading.local()
+        self._can_take: dict[tuple[int, frozenset[str]], tuple[bool, int]] = {}
+        self._end_memo: dict[int, bool] = {}
+
+        self._check_productive(vocabulary)
+
+        # Lexer contexts: one per distinct lark BasicLexer, all in one DFA.
+        specs: dict[int, LexerContext] = {}
+        pairs: dict[int, set[int]] = {}
+        for state in range(self.num_states):
+            basic = lexer.lexers.get(state)
+            if basic is not None and id(basic) not in specs:
+                spec = _context_spec(basic, self.index)
+                specs[id(basic)] = spec
+                for retok, strings in spec.unless:
+                    pairs.setdefault(retok, set()).update(strings)
+        order = {name: rank for rank, name in enumerate(_lark_order(self.lark.terminals))}
+        unless_pairs = {
+            retok: tuple(sorted(strings, key=lambda s: order[self.names[s]]))
+            for retok, strings in pairs.items()
+        }
+        self.emits = EmitTable(self.names, self.ignore)
+        self.lexer = LexerDFA(self.nfa, self.entries, unless_pairs, self.emits, self.names)
+        self.start_of_state: list[int] = [0] * self.num_states
+        starts: dict[int, int] = {}
+        self.num_contexts = len(specs)
+        for state in range(self.num_states):
+            basic = lexer.lexers.get(state)
+            if basic is None:
+                continue
+            start_state = starts.get(id(basic))
+            if start_state is None:
+                start_state = self.lexer.add_context(specs[id(basic)])
+                starts[id(basic)] = start_state
+            self.start_of_state[state] = start_state
+
+    # ------------------------------------------------------------------ parsing
+
+    def start_of(self, stack: int) -> int:
+        """The lexer's start state in the context of this stack (lark picks it by the top state)."""
+        return self.start_of_state[self.stacks.top[stack]]
+
+    def feed(self, stack: int, terminal: str) -> int:
+        """The stack after lark's parser takes ``terminal`` (reductions, then a shift), or -1.
+
+        Also lowers the current *floor* (see :meth:`track`): the deepest stack entry the
+        parser looked at, so a caller can tell how much of the stack a result depends on.
+        """
+        key = (stack, terminal)
+        found = self._feed_memo.get(key)
+        if found is None:
+            found = self._feed(stack, terminal)
+            self._feed_memo[key] = found
+        floors = self._floors.__dict__.get("stack")
+        if floors is not None and found[1] < floors[-1]:
+            floors[-1] = found[1]
+        return found[0]
+
+    def _feed(self, stack: int, terminal: str) -> tuple[int, int]:
+        stacks, actions, rules = self.stacks, self.actions, self.rules
+        depth = stacks.depth
+        floor = depth[stack]
+        while True:
+            action = actions[stacks.top[stack]].get(terminal)
+            if action is None:
+                return -1, floor
+            is_shift, arg = action
+            if is_shift:
+                return stacks.push(stack, arg), floor
+            rule = rules[arg]
+            for _ in range(rule.size):
+                stack = stacks.parent[stack]
+            floor = min(floor, depth[stack])
+            goto = actions[stacks.top[stack]].get(rule.origin)
+            if goto is None or not goto[0]:  # pragma: no cover - a sound LALR table always has the goto
+                return -1, floor
+            stack = stacks.push(stack, goto[1])
+
+    def note_floor(self, floor: int) -> None:
+        """Record that a result in use depends on the stack down to depth ``floor`` (a cached one)."""
+        floors = self._floors.__dict__.get("stack")
+        if floors is not None and floor < floors[-1]:
+            floors[-1] = floor
+
+    def track(self) -> "_FloorTracker":
+        """Context manager measuring how deep into the stack the parser looks meanwhile.
+
+        Inside ``with grammar.track(stack) as floor:``, every :meth:`feed` lowers
+        ``floor.value`` to the depth of the deepest entry it read. A result computed
+        inside depends only on the stack's entries above that depth, so it may be
+        reused for any stack that shares them.
+        """
+        return _FloorTracker(self._floors)
+
+    def accepts_end(self, stack: int) -> bool:
+        """Whether lark's parser accepts end of input with this stack."""
+        found = self._end_memo.get(stack)
+        if found is not None:
+            return found
+        stacks, actions, rules = self.stacks, self.actions, self.rules
+        result = False
+        current = stack
+        while True:
+            action = actions[stacks.top[current]].get(END)
+            if action is None or action[0]:
+                break
+            rule = rules[action[1]]
+            for _ in range(rule.size):
+                current = stacks.parent[current]
+            goto = actions[stacks.top[current]].get(rule.origin)
+            if goto is None or not goto[0]:  # pragma: no cover
+                break
+            current = stacks.push(current, goto[1])
+            if stacks.top[current] == self.end_state:
+                result = True
+                break
+        self._end_memo[stack] = result
+        return result
+
+    def can_take(self, stack: int, names: frozenset[str]) -> bool:
+        """Whether the parser would shift one of ``names`` next (ignored terminals always count)."""
+        if not names.isdisjoint(self.ignore_names):
+            return True
+        key = (stack, names)
+        found = self._can_take.get(key)
+        if found is None:
+            with self.track() as floor:
+                # Only terminals with an action in the top state can be taken; the test reads
+                # the top entry, which any caller's floor already covers.
+                candidates = names & self.action_terminals[self.stacks.top[stack]]
+                result = any(self.feed(stack, name) >= 0 for name in candidates)
+                floor.value = min(floor.value, self.stacks.depth[stack])
+            found = (result, floor.value)
+            self._can_take[key] = found
+        else:
+            self.note_floor(found[1])  # what the cached answer read, as if read again
+        return found[0]
+
+    # ------------------------------------------------------------------ checks
+
+    def _check_productive(self, vocabulary: Vocabulary) -> None:
+        """Raise when the start rule, or a rule it reaches, can derive no string at all."""
+        rules = self.lark.rules
+        productive: set[str] = set()
+        for i, name in enumerate(self.names):
+            if self.nfa.live[self.entries[i]]:
+                productive.add(name)
+        changed = True
+        while changed:
+            changed = False
+            for rule in rules:
+                origin = rule.origin.name
+                if origin in productive:
+                    continue
+                if all(symbol.name in productive for symbol in rule.expansion):
+                    productive.add(origin)
+                    changed = True
+        reachable: set[str] = set()
+        stack = [self.start]
+        by_origin: dict[str, list[Any]] = {}
+        for rule in rules:
+            by_origin.setdefault(rule.origin.name, []).append(rule)
+        while stack:
+            name = stack.pop()
+            if name in reachable:
+                continue
+            reachable.add(name)
+            for rule in by_origin.get(name, []):
+                stack.extend(s.name for s in rule.expansion if not s.is_term)
+        if self.start not in productive:
+            stuck = sorted(n for n in reachable - productive if n in by_origin and n != self.start)
+            because = f"; these rules never finish: {', '.join(stuck)}" if stuck else ""
+            raise GrammarError(f"the grammar cannot produce any string{because}", rule=self.start)
+        for name in sorted(reachable - productive):
+            if name in by_origin:
+                raise GrammarError(
+                    "this rule can never finish (every expansion needs itself or another such rule), "
+                    "so generation could enter it and never end",
+                    rule=name,
+                )
+        for rule in rules:
+            for symbol in rule.expansion:
+                if symbol.is_term and symbol.name not in productive and rule.origin.name in reachable:
+                    raise GrammarError(
+                        "this terminal matches no string spellable with the vocabulary's bytes",
+                        rule=rule.origin.name,
+                        terminal=symbol.name,
+                    )
+
+
+def _lark_order(terminals: list[Any]) -> list[str]:
+    """Terminal names in the order lark's BasicLexer tries them (priority, width, length, name)."""
+    def rank(t: Any) -> tuple[int, int, int, str]:
+        return (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name)
+
+    return [t.name for t in sorted(terminals, key=rank)]
+
+
+def _context_spec(basic: Any, index: dict[str, int]) -> LexerContext:
+    scanner = basic.scanner  # building it also sets basic.callback (lark's "unless" renames)
+    order = tuple(index[t.name] for t in scanner.terminals)
+    unless = []
+    for name, callback in sorted(basic.callback.items()):
+        if not isinstance(callback, UnlessCallback):
+            raise GrammarError("lexer callbacks are not supported", terminal=name)
+        unless.append((index[name], tuple(index[t.name] for t in callback.scanner.terminals)))
+    return LexerContext(order, tuple(unless))
+
+
+_UNDEFINED = re.compile(r"undefined rule: NonTerminal\('([^']+)'\)|Rule '([^']+)' used but not defined")
+_COLLISION = re.compile(r"Reduce/Reduce collision in Terminal\('([^']+)'\)")
+_RULE_IN_COLLISION = re.compile(r"-\s*<([^:>\s]+)\s*:")
+
+
+class WordBoundary:
+    """A lark postlexer that changes no token; it only keeps terminals in every lexer context.
+
+    Lark's contextual lexer only tries the terminals the parser state expects. Where
+    only keywords are expected (``ORDER`` must be followed by ``BY``), nothing marks
+    the end of a word, so ``orderby`` reads as ``ORDER BY`` and ``select2`` as
+    ``SELECT 2``. With the identifier terminal always tried, such a word is read whole
+    as an identifier (renamed to a keyword only when it *is* one), so it is rejected
+    there, as SQL would. Keywords always tried are *reserved*: lark renames a word
+    that equals one, so it is never an identifier. Pass it to lark as
+    ``postlex=WordBoundary(("NAME", ...))``.
+    """
+
+    def __init__(self, always_accept: tuple[str, ...]) -> None:
+        self.always_accept = tuple(always_accept)
+
+    def process(self, stream: Any) -> Any:
+        return stream
+
+
+def lark_parser(text: str, *, start: str = "start", always_accept: tuple[str, ...] = ()) -> lark.Lark:
+    """The lark parser whose language a guide reproduces (the oracle for tests)."""
+    options: dict[str, Any] = {"parser": "lalr", "lexer": "contextual", "start": start}
+    if always_accept:
+        options["postlex"] = WordBoundary(always_accept)
+    return lark.Lark(text, **options)
+
+
+def _build_lark(text: str, start: str, always_accept: tuple[str, ...] = ()) -> lark.Lark:
+    try:
+        return lark_parser(text, start=start, always_accept=always_accept)
+    except LarkGrammarError as exc:
+        message = str(exc)
+        collision = _COLLISION.search(message)
+        if collision:
+            rules = _RULE_IN_COLLISION.findall(message)
+            raise GrammarError(
+                f"the grammar is not LALR(1): {message.strip()}",
+                rule=min(rules) if rules else None,
+                terminal=collision.group(1),
+            ) from None
+        undefined = _UNDEFINED.search(message)
+        if undefined:
+            name = undefined.group(1) or undefined.group(2)
+            if name.lstrip("_")[:1].isupper():  # lark names terminals in upper case
+                raise GrammarError(f"undefined terminal: {message}", terminal=name) from None
+            raise GrammarError(f"undefined rule: {message}", rule=name) from None
+        raise GrammarError(f"invalid grammar: {message}") from None
+    except LarkError as exc:
+        message = str(exc)
+        match = re.search(r"\(([A-Z_][A-Z_0-9]*):", message) or re.search(
+            r"token ([A-Z_][A-Z_0-9]*)", message
+        )
+        terminal = match.group(1) if match else None
+        raise GrammarError(f"invalid grammar: {message}", terminal=terminal) from None
+    except (KeyError, ValueError, AssertionError) as exc:
+        raise GrammarError(f"invalid grammar: {type(exc).__name__}: {exc}") from None

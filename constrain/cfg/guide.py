@@ -1,0 +1,244 @@
+"""The grammar guide: the :class:`~constrain.Guide` protocol over lark's LALR tables.
+
+A state is ``(stack, lexer_state, last_match, pending)``:
+
+* ``stack`` — an interned LALR stack id (:class:`~constrain.cfg.grammar.Stacks`);
+* ``lexer_state`` — the lexer DFA's state inside the lexeme being read (a start
+  state between lexemes; which one depends on the stack's top, as lark picks its
+  lexer by parser state);
+* ``last_match`` — the emission of the match lark's ``re.match`` would return if the
+  lexeme stopped growing now (-1: none yet), and ``pending`` — the bytes read since
+  that match. When the lexer DFA dies, the guide hands that match to the parser and
+  re-lexes ``pending`` in the next context, as lark does.
+
+All four are ints or bytes, so a state is immutable, hashable and cheap to keep
+per beam. :data:`FINISHED` is the state after EOS.
+
+``advance`` and ``is_final`` run the exact byte-by-byte emulation; the mask comes
+from :class:`~constrain.cfg.index.MaskIndex`, which computes the same answer for
+the whole vocabulary at once (tests compare the two).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from typing import Optional
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import TokenRejected
+from ..guide import bitmask_from_token_ids
+from ..vocabulary import Vocabulary
+from .grammar import CompiledGrammar
+from .index import MaskIndex
+from .lexer import DEAD
+
+__all__ = ["CFGGuide", "FINISHED", "State"]
+
+State = tuple[int, int, int, bytes]
+
+#: After EOS: final, and only EOS is allowed again.
+FINISHED: State = (-2, -1, -1, b"")
+
+
+class CFGGuide:
+    """Guides generation to text that ``lark.Lark(grammar, parser="lalr").parse`` accepts.
+
+    Built by :func:`constrain.cfg.compile_grammar`. The guide holds compiled tables and
+    caches only; sequences keep their own states, so one guide serves a whole batch.
+    ``mask_cache_size`` bounds the number of masks cached by exact state (packed int32).
+    """
+
+    backend = "cfg"
+
+    def __init__(
+        self, grammar: CompiledGrammar, vocabulary: Vocabulary, *, mask_cache_size: int = 4096
+    ) -> None:
+        self.grammar = grammar
+        self.vocabulary = vocabulary
+        self.vocab_size = vocabulary.size
+        self.source = grammar.text
+        self._eos = np.array(sorted(vocabulary.eos_token_ids), dtype=np.int32)
+        self._eos_set = vocabulary.eos_token_ids
+        self.index = MaskIndex(self)
+        self._masks: OrderedDict[State, NDArray[np.int32]] = OrderedDict()
+        self._eos_bits = bitmask_from_token_ids(self._eos, self.vocab_size)
+        self._mask_cache_size = mask_cache_size
+        self._lock = threading.Lock()
+        g = grammar
+        self._initial: State = (0, g.start_of(0), -1, b"")
+
+    def __repr__(self) -> str:
+        return (
+            f"CFGGuide({self.grammar.label!r}, lexer_states={self.grammar.lexer.num_states}, "
+            f"stacks={len(self.grammar.stacks)}, masks={len(self._masks)})"
+        )
+
+    # ------------------------------------------------------------------ protocol
+
+    @property
+    def initial_state(self) -> State:
+        return self._initial
+
+    def is_final(self, state: State) -> bool:
+        if state == FINISHED:
+            return True
+        return self._end_ok(state)
+
+    def allowed_token_ids(self, state: State) -> NDArray[np.int32]:
+        """Sorted ids of the allowed tokens (EOS included where the state is final)."""
+        return np.flatnonzero(self.allowed_tokens(state)).astype(np.int32)
+
+    def allowed_tokens(self, state: State) -> NDArray[np.bool_]:
+        bits = self._entry(state).view(np.uint8)
+        return np.unpackbits(bits, bitorder="little")[: self.vocab_size].astype(bool)
+
+    def fill_bitmask(self, state: State, out: NDArray[np.int32]) -> None:
+        out[...] = self._entry(state)
+
+    def advance(self, state: State, token_id: int) -> State:
+        if token_id in self._eos_set and self.is_final(state):
+            return FINISHED
+        if state == FINISHED:
+            raise TokenRejected(token_id, state, "the sequence already ended; only EOS may follow")
+        if not 0 <= token_id < len(self.vocabulary.token_bytes):
+            raise TokenRejected(token_id, state, f"id outside the vocabulary (size {self.vocab_size})")
+        text = self.vocabulary.token_bytes[token_id]
+        if text is None:
+            detail = "EOS before the text is complete" if token_id in self._eos_set else (
+                "a special token that is never generated"
+            )
+            raise TokenRejected(token_id, state, detail)
+        new = self.feed_bytes(state, text)
+        if new is None or not self.viable(new):
+            detail = f"{text!r} cannot continue text of grammar {self.grammar.label!r}"
+            raise TokenRejected(token_id, state, detail)
+        return new
+
+    # ------------------------------------------------------------------ emulation
+
+    def emit(self, stack: int, emission: int) -> int:
+        """The stack after lark hands the lexeme of ``emission`` to the parser (ignored ones: unchanged)."""
+        emits = self.grammar.emits
+        if emits.ignored[emission]:
+            return stack
+        return self.grammar.feed(stack, emits.final_name[emission])
+
+    def feed_bytes(self, state: State, data: bytes) -> Optional[State]:
+        """Run lark's contextual lexer and LALR parser over ``data``; None where lark would fail."""
+        g = self.grammar
+        lexer = g.lexer
+        stack, q, last, pending = state
+        buf = bytearray(data)
+        pos = 0
+        while pos < len(buf):
+            byte = buf[pos]
+            nq = lexer.step(q, byte)
+            if nq != DEAD:
+                pos += 1
+                emission = int(lexer.emit[nq])
+                if emission >= 0:
+                    if lexer.final_only[nq]:  # nothing can extend it: the lexeme ends here
+                        stack = self.emit(stack, emission)
+                        if stack < 0:
+                            return None
+                        q, last, pending = g.start_of(stack), -1, b""
+                        continue
+                    last, pending = emission, b""
+                elif last >= 0:
+                    pending += bytes((byte,))
+                q = nq
+                continue
+            if last < 0:
+                return None
+            stack = self.emit(stack, last)
+            if stack < 0:
+                return None
+            buf[pos:pos] = pending  # re-lex what followed the match, in the next context
+            q, last, pending = g.start_of(stack), -1, b""
+        return (stack, q, last, pending)
+
+    def _end_ok(self, state: State) -> bool:
+        """Whether lark would accept the text if it ended here."""
+        g = self.grammar
+        current: Optional[State] = state
+        while current is not None:
+            stack, q, last, pending = current
+            if g.lexer.is_start[q]:
+                return g.accepts_end(stack)
+            if last < 0:
+                return False
+            stack = self.emit(stack, last)
+            if stack < 0:
+                return False
+            current = self.feed_bytes((stack, g.start_of(stack), -1, b""), pending)
+        return False
+
+    def viable(self, state: State) -> bool:
+        """Whether the lexeme in progress can still become a terminal the parser takes.
+
+        It can: one of the terminals still alive in the lexer state is one the parser
+        takes next, or the last match (which lark falls back on) is. An
+        over-approximation (it looks one terminal ahead, not at whole continuations):
+        it may keep a state that later dead-ends in a contrived grammar, never drop one
+        that can finish.
+        """
+        stack, q, last, _pending = state
+        lexer = self.grammar.lexer
+        if lexer.is_start[q]:
+            return True
+        if self.grammar.can_take(stack, lexer.possible_sets[int(lexer.possible[q])]):
+            return True
+        return last >= 0 and self.emit(stack, last) >= 0
+
+    # ------------------------------------------------------------------ masks
+
+    def _entry(self, state: State) -> NDArray[np.int32]:
+        """The packed mask of ``state`` (EOS included when final), cached per state."""
+        cached = self._masks.get(state)
+        if cached is not None:
+            return cached
+        if state == FINISHED:
+            packed = self._eos_bits.copy()
+        else:
+            packed = self.index.allowed_packed(state).view("<i4").astype(np.int32)
+            if self.is_final(state):
+                packed = packed | self._eos_bits
+        with self._lock:
+            self._masks[state] = packed
+            if len(self._masks) > self._mask_cache_size:
+                self._masks.popitem(last=False)
+        return packed
+
+    def precompute(self, timeout_s: float | None = None) -> int:
+        """Walk the vocabulary from every lexer context's start now instead of on first use.
+
+        Masks are computed lazily; the first visit of a lexer context costs a walk of
+        the whole vocabulary (milliseconds). Calling this once after compiling moves
+        those walks out of generation. Returns the number of walks built; stops early
+        after ``timeout_s`` seconds.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        built = 0
+        for q in sorted(set(self.grammar.start_of_state)):
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            before = self.index.nodes_built
+            self.index.root(q)
+            built += self.index.nodes_built - before
+        return built
+
+    def reference_allowed(self, state: State) -> NDArray[np.int32]:
+        """The allowed text tokens computed one token at a time (slow; for tests)."""
+        ids = []
+        for token_id, text in enumerate(self.vocabulary.token_bytes):
+            if not text:
+                continue
+            new = self.feed_bytes(state, text)
+            if new is not None and self.viable(new):
+                ids.append(token_id)
+        return np.array(ids, dtype=np.int32)
+

@@ -1,0 +1,377 @@
+"""Python regexes → one byte-level NFA that keeps *match priority*.
+
+Lark's lexer is ``re.match`` on an alternation of its terminals, and Python's
+``re`` is a backtracking engine: it returns the first match in priority order
+(earlier alternative first, greedy repeats try one more iteration first, lazy ones
+one fewer), not the longest. To decide token boundaries exactly as lark does, the
+automaton has to know that order, so this module does not reuse the regex
+backend's tree (its ``Alt`` is a set, and it drops laziness): it reads the
+pattern with the standard library's own parser (``re._parser``, ``sre_parse``
+before 3.11), which is the structure ``re`` itself compiles, and builds a
+Thompson NFA whose epsilon edges are *ordered*. A DFA over ordered thread lists
+(``lexer.py``) then reproduces backtracking's choice (RE2's "leftmost-first").
+
+Character sets follow ``re``'s ``str`` semantics: ``\\d``, ``\\w`` and ``\\s``
+are Unicode classes unless the ASCII flag is set, and case-insensitive sets are
+closed over the characters that ``re`` itself matches case-insensitively (found
+by asking ``re``, once per set). Each set becomes UTF-8 byte-range sequences,
+because guides work on bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from functools import lru_cache
+from typing import Any
+
+from ..regex.utf8 import MAX_CODEPOINT, utf8_sequences
+
+try:  # Python 3.11+
+    from re import _constants as sre_c  # type: ignore[attr-defined]
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as sre_c  # type: ignore[no-redef]
+    import sre_parse  # type: ignore[no-redef]
+
+__all__ = ["NotRegular", "PriorityNFA"]
+
+_I = sre_c.SRE_FLAG_IGNORECASE
+_S = sre_c.SRE_FLAG_DOTALL
+_A = sre_c.SRE_FLAG_ASCII
+_MAXREPEAT = sre_c.MAXREPEAT
+#: Bounded repeats are unrolled; beyond this many copies the automaton would be huge.
+MAX_UNROLL = 1000
+
+Ranges = tuple[tuple[int, int], ...]
+
+
+class NotRegular(Exception):
+    """The pattern uses a feature no finite automaton can emulate; ``feature`` says which."""
+
+    def __init__(self, feature: str) -> None:
+        super().__init__(feature)
+        self.feature = feature
+
+
+class PriorityNFA:
+    """A byte NFA with ordered epsilon edges, shared by all terminals of a grammar.
+
+    Every state is exactly one of: a *split* (``eps[q]``: targets in priority
+    order), a *consumer* (``edges[q]``: ``(low, high, target)`` byte ranges, which
+    are disjoint so no order is needed) or an *accept* state (``accept[q]`` is the
+    terminal index, else -1). ``owner[q]`` is the terminal whose fragment holds
+    ``q``. ``alphabet`` drops bytes no token contains.
+    """
+
+    def __init__(self, alphabet: bytes = b"\x01" * 256) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+        self.accept: list[int] = []
+        self.owner: list[int] = []
+        self._runs = _runs(alphabet)
+        self._owner = -1
+        self.live: bytearray = bytearray()
+
+    def add_terminal(self, index: int, pattern: str, flags: int = 0) -> tuple[int, int]:
+        """Build ``pattern`` as terminal ``index``; returns (entry, accept) states.
+
+        Raises :class:`NotRegular` for lookarounds, anchors, backreferences,
+        atomic groups and possessive repeats, and ``re.error`` for bad syntax.
+        """
+        parsed = sre_parse.parse(pattern, flags)
+        self._owner = index
+        entry, exit_ = self._seq(list(parsed), parsed.state.flags)
+        accept = self._state()
+        self.accept[accept] = index
+        self.eps[exit_].append(accept)
+        return entry, accept
+
+    def finish(self) -> None:
+        """Compute which states can still reach an accept state (after all terminals are added)."""
+        reverse: list[list[int]] = [[] for _ in self.eps]
+        for q in range(len(self.eps)):
+            for t in self.eps[q]:
+                reverse[t].append(q)
+            for _, _, t in self.edges[q]:
+                reverse[t].append(q)
+        live = bytearray(len(self.eps))
+        stack = [q for q in range(len(self.eps)) if self.accept[q] >= 0]
+        for q in stack:
+            live[q] = 1
+        while stack:
+            for p in reverse[stack.pop()]:
+                if not live[p]:
+                    live[p] = 1
+                    stack.append(p)
+        self.live = live
+
+    # ------------------------------------------------------------------ construction
+
+    def _state(self) -> int:
+        self.eps.append([])
+        self.edges.append([])
+        self.accept.append(-1)
+        self.owner.append(self._owner)
+        return len(self.eps) - 1
+
+    def _seq(self, items: list[tuple[Any, Any]], flags: int) -> tuple[int, int]:
+        entry = current = self._state()
+        for op, av in items:
+            start, end = self._node(op, av, flags)
+            self.eps[current].append(start)
+            current = end
+        return entry, current
+
+    def _node(self, op: Any, av: Any, flags: int) -> tuple[int, int]:
+        if op is sre_c.LITERAL:
+            return self._charset(_literal_set(av, flags))
+        if op is sre_c.NOT_LITERAL:
+            return self._charset(_complement(_literal_set(av, flags)))
+        if op is sre_c.ANY:
+            return self._charset(((0, MAX_CODEPOINT),) if flags & _S else _complement(((10, 10),)))
+        if op is sre_c.IN:
+            return self._charset(_class_set(tuple(av), flags))
+        if op is sre_c.BRANCH:
+            entry, exit_ = self._state(), self._state()
+            for option in av[1]:
+                start, end = self._seq(list(option), flags)
+                self.eps[entry].append(start)
+                self.eps[end].append(exit_)
+            return entry, exit_
+        if op is sre_c.SUBPATTERN:
+            _group, add, remove, body = av
+            return self._seq(list(body), (flags | add) & ~remove)
+        if op is sre_c.MAX_REPEAT or op is sre_c.MIN_REPEAT:
+            low, high, body = av
+            high = None if high == _MAXREPEAT else high
+            return self._repeat(list(body), low, high, op is sre_c.MAX_REPEAT, flags)
+        if op is sre_c.AT:
+            raise NotRegular(f"the anchor {str(av).lower()}")
+        if op in (sre_c.ASSERT, sre_c.ASSERT_NOT):
+            raise NotRegular("a lookaround")
+        if op in (sre_c.GROUPREF, sre_c.GROUPREF_EXISTS):
+            raise NotRegular("a backreference")
+        raise NotRegular(f"the regex construct {str(op).lower()} (atomic or possessive matching)")
+
+    def _repeat(
+        self, body: list[tuple[Any, Any]], low: int, high: int | None, greedy: bool, flags: int
+    ) -> tuple[int, int]:
+        if max(low, high or 0) > MAX_UNROLL:
+            raise NotRegular(f"a bounded repeat over {MAX_UNROLL} (too large to unroll)")
+        entry = current = self._state()
+        for _ in range(low):
+            start, end = self._seq(body, flags)
+            self.eps[current].append(start)
+            current = end
+        exit_ = self._state()
+        if high is None:
+            loop = self._state()
+            self.eps[current].append(loop)
+            start, end = self._seq(body, flags)
+            self.eps[loop].extend([start, exit_] if greedy else [exit_, start])
+            self.eps[end].append(loop)
+            return entry, exit_
+        for _ in range(high - low):
+            start, end = self._seq(body, flags)
+            self.eps[current].extend([start, exit_] if greedy else [exit_, start])
+            current = end
+        self.eps[current].append(exit_)
+        return entry, exit_
+
+    def _charset(self, ranges: Ranges) -> tuple[int, int]:
+        """One code point of ``ranges`` as a trie of UTF-8 byte ranges (deterministic)."""
+        entry, exit_ = self._state(), self._state()
+        consumer = self._state()
+        self.eps[entry].append(consumer)
+        children: dict[tuple[int, int, int], int] = {}
+        for lo, hi in ranges:
+            for sequence in utf8_sequences(lo, hi):
+                current = consumer
+                for depth, (blo, bhi) in enumerate(sequence):
+                    if depth == len(sequence) - 1:
+                        self._add_edge(current, blo, bhi, exit_)
+                        continue
+                    key = (current, blo, bhi)
+                    if key not in children:
+                        children[key] = self._state()
+                        self._add_edge(current, blo, bhi, children[key])
+                    current = children[key]
+        return entry, exit_
+
+    def _add_edge(self, state: int, low: int, high: int, target: int) -> None:
+        for run_low, run_high in self._runs:
+            if run_low > high:
+                break
+            if run_high >= low:
+                self.edges[state].append((max(low, run_low), min(high, run_high), target))
+
+
+# ---------------------------------------------------------------------- character sets
+
+
+def _runs(alphabet: bytes) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for byte in range(256):
+        if alphabet[byte]:
+            if runs and runs[-1][1] == byte - 1:
+                runs[-1] = (runs[-1][0], byte)
+            else:
+                runs.append((byte, byte))
+    return runs
+
+
+def _merge(ranges: list[tuple[int, int]]) -> Ranges:
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return tuple(merged)
+
+
+def _complement(ranges: Ranges) -> Ranges:
+    out, start = [], 0
+    for lo, hi in ranges:
+        if lo > start:
+            out.append((start, lo - 1))
+        start = hi + 1
+    if start <= MAX_CODEPOINT:
+        out.append((start, MAX_CODEPOINT))
+    return tuple(out)
+
+
+def _contains(ranges: Ranges, code: int) -> bool:
+    return any(lo <= code <= hi for lo, hi in ranges)
+
+
+@lru_cache(maxsize=None)
+def _cased() -> tuple[int, ...]:
+    """Code points that take part in some case mapping: the only ones re.IGNORECASE can add or drop."""
+    found = set()
+    for code in range(MAX_CODEPOINT + 1):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        char = chr(code)
+        low, up = char.lower(), char.upper()
+        if low != char or up != char:
+            found.add(code)
+            for other in (low, up):
+                if len(other) == 1:
+                    found.add(ord(other))
+    return tuple(sorted(found))
+
+
+_ASCII_FOLD_CANDIDATES = tuple(range(ord("A"), ord("Z") + 1)) + tuple(range(ord("a"), ord("z") + 1)) + (
+    0x130,
+    0x131,
+    0x17F,
+    0x212A,
+)
+
+
+def _render(ranges: Ranges) -> str:
+    return "".join(
+        re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}" for lo, hi in ranges
+    )
+
+
+def _fold(ranges: Ranges, negated: bool, ascii_only: bool) -> Ranges:
+    """The code points ``[ranges]`` (or ``[^ranges]``) matches under IGNORECASE, asked from ``re`` itself.
+
+    Case-insensitivity only changes the verdict for cased characters, so those are
+    tested one by one against the rendered class; the rest keep their plain verdict.
+    """
+    body = _render(ranges)
+    if not body:
+        return _complement(()) if negated else ()
+    flags = re.IGNORECASE | (re.ASCII if ascii_only else 0)
+    matcher = re.compile(("[^" if negated else "[") + body + "]", flags)
+    plain = _complement(ranges) if negated else ranges
+    # An ASCII set can only gain ASCII letters and the four non-ASCII characters whose
+    # lowercase (or special fold) is ASCII: İ ı ſ and the Kelvin sign; other sets may
+    # gain or lose any cased character.
+    candidates = _ASCII_FOLD_CANDIDATES if not negated and ranges[-1][1] < 0x80 else _cased()
+    result: list[tuple[int, int]] = [(c, c) for c in candidates if matcher.fullmatch(chr(c))]
+    for lo, hi in plain:  # plain verdict, minus the candidates decided above
+        start = lo
+        for c in _between(candidates, lo, hi):
+            if c > start:
+                result.append((start, c - 1))
+            start = c + 1
+        if start <= hi:
+            result.append((start, hi))
+    return _merge(result)
+
+
+def _between(sorted_codes: tuple[int, ...], lo: int, hi: int) -> tuple[int, ...]:
+    return sorted_codes[bisect.bisect_left(sorted_codes, lo) : bisect.bisect_right(sorted_codes, hi)]
+
+
+def _cased_between(lo: int, hi: int) -> tuple[int, ...]:
+    return _between(_cased(), lo, hi)
+
+
+@lru_cache(maxsize=None)
+def _category(name: str, ascii_only: bool) -> Ranges:
+    """Code points of ``\\d``/``\\w``/``\\s`` (or their negations) exactly as ``re`` matches them."""
+    base = {"DIGIT": r"\d", "WORD": r"\w", "SPACE": r"\s"}
+    negated = name.startswith("NOT_")
+    key = name[4:] if negated else name
+    if key not in base:
+        raise NotRegular(f"the character category {name.lower()}")
+    if ascii_only:
+        chars = [c for c in range(128) if re.fullmatch(base[key], chr(c), re.ASCII)]
+        ranges = _merge([(c, c) for c in chars])
+    else:
+        ranges = _unicode_category(base[key])
+    return _complement(ranges) if negated else ranges
+
+
+@lru_cache(maxsize=None)
+def _unicode_category(regex: str) -> Ranges:
+    text = "".join(chr(c) for c in range(MAX_CODEPOINT + 1) if not 0xD800 <= c <= 0xDFFF)
+    offset_after_gap = 0xDFFF - 0xD800 + 1
+    spans = []
+    for match in re.finditer(regex + "+", text):
+        lo, hi = match.start(), match.end() - 1
+        spans.append((_unskip(lo, offset_after_gap), _unskip(hi, offset_after_gap)))
+    return _merge(spans)
+
+
+def _unskip(index: int, gap: int) -> int:
+    return index if index < 0xD800 else index + gap
+
+
+def _may_fold(lo: int, hi: int) -> bool:
+    if hi < 0x80:
+        return bool(_between(_ASCII_FOLD_CANDIDATES, lo, hi))
+    return bool(_cased_between(lo, hi))
+
+
+def _literal_set(code: int, flags: int) -> Ranges:
+    return _simple_set(((code, code),), False, flags)
+
+
+@lru_cache(maxsize=4096)
+def _simple_set(ranges: Ranges, negated: bool, flags: int) -> Ranges:
+    if flags & _I and any(_may_fold(lo, hi) for lo, hi in ranges):
+        return _fold(ranges, negated, bool(flags & _A))
+    return _complement(ranges) if negated else ranges
+
+
+def _class_set(items: tuple[tuple[Any, Any], ...], flags: int) -> Ranges:
+    negated = bool(items) and items[0][0] is sre_c.NEGATE
+    parts: list[tuple[int, int]] = []
+    for op, av in items[1:] if negated else items:
+        if op is sre_c.LITERAL:
+            parts.append((av, av))
+        elif op is sre_c.RANGE:
+            parts.append((av[0], av[1]))
+        elif op is sre_c.CATEGORY:
+            parts.extend(_category(str(av).removeprefix("CATEGORY_"), bool(flags & _A)))
+        else:
+            raise NotRegular(f"the class item {str(op).lower()}")
+    return _simple_set(_merge(parts), negated, flags)
+

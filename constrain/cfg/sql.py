@@ -1,0 +1,137 @@
+"""Schema-aware SQL: the bundled SQL grammar with table and column names taken from a schema.
+
+``compile_sql(tables={"orders": ["id", "total"], ...}, vocabulary)`` rewrites the
+positions of the bundled grammar that name a table (``FROM``/``JOIN`` targets,
+``INSERT INTO``, ``UPDATE``, ``DELETE FROM``) and a column (column references,
+``SET`` targets, ``INSERT`` column lists) so they only accept the schema's names:
+
+* an unqualified column is any column of any table;
+* ``table.column`` with a schema table name only accepts that table's columns;
+* ``alias.column`` (any other qualifier: an alias bound in ``FROM``) accepts any column.
+  Which alias means which table is context-sensitive, beyond a context-free grammar.
+
+Names are matched case-insensitively, as SQL does for unquoted identifiers; names
+that are not plain identifiers are written quoted (``"Order Items"``). A name that
+is also a keyword of the grammar (``date``) uses the keyword itself.
+
+Why table positions also accept ``schema.table``: lark's lexer has no notion of a
+word boundary. Where only the schema's names were expected, a lexeme would end as
+soon as a name was complete, so ``FROM ordersx`` would read as the table
+``orders`` aliased ``x``. Keeping a free identifier acceptable there (as a schema
+qualifier, which must be followed by ``.`` and a schema table) makes the lexer
+read the whole word, as SQL does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..vocabulary import Vocabulary
+from .errors import GrammarError
+from .grammar import BUNDLED_OPTIONS, CompiledGrammar, lark_parser, load_grammar_source
+from .guide import CFGGuide
+
+__all__ = ["compile_sql", "sql_grammar", "sql_parser"]
+
+SQL_ALWAYS_ACCEPT: tuple[str, ...] = BUNDLED_OPTIONS["sql"]["always_accept"]
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+_KEYWORD = re.compile(r'^([A-Z_]+): "([a-z_]+)"i$', re.MULTILINE)
+
+
+def sql_grammar(tables: Mapping[str, Sequence[str]]) -> str:
+    """The bundled SQL grammar restricted to ``tables`` (table name → column names)."""
+    if not isinstance(tables, Mapping) or not tables:
+        raise GrammarError("compile_sql needs a non-empty mapping of table name → column names")
+    text = load_grammar_source("sql")[0]
+    keywords = {word: name for name, word in _KEYWORD.findall(text)}
+    terminals: dict[str, str] = {}  # spelling key → terminal name
+    definitions: list[str] = []
+
+    def terminal(name: str) -> str:
+        if not isinstance(name, str) or not name:
+            raise GrammarError(f"schema names must be non-empty strings, got {name!r}")
+        if _IDENTIFIER.fullmatch(name):
+            key = name.lower()
+            if key in keywords:
+                return keywords[key]
+            pattern = f'"{key}"i'
+        else:
+            key = '"' + name.replace('"', '""') + '"'
+            pattern = _lark_string(key)
+        found = terminals.get(key)
+        if found is None:
+            found = f"SCHEMA_{len(terminals)}"
+            terminals[key] = found
+            definitions.append(f"{found}: {pattern}")
+        return found
+
+    table_terms: list[str] = []
+    all_columns: dict[str, None] = {}
+    per_table: list[str] = []
+    for index, (table, columns) in enumerate(tables.items()):
+        if isinstance(columns, str) or not isinstance(columns, Sequence) or not columns:
+            raise GrammarError(f"table {table!r} needs a non-empty list of column names")
+        table_term = terminal(table)
+        table_terms.append(table_term)
+        column_terms = list(dict.fromkeys(terminal(column) for column in columns))
+        all_columns.update(dict.fromkeys(column_terms))
+        per_table.append(f"columns_{index}: {' | '.join(column_terms)}")
+        per_table.append(f'qualified_column_{index}: {table_term} "." columns_{index}')
+
+    star = 'select_item: "*"                          -> star\n           | '
+    replacements = {
+        star + 'qualified_name "." "*"       -> qualified_star': (
+            star + '(name | table_name) "." "*"  -> qualified_star'
+        ),
+        "table_primary: qualified_name [table_alias]": "table_primary: schema_table [table_alias]",
+        (
+            "column_ref: qualified_name\n"
+            "          | DATE | TIME | TIMESTAMP   // the type keywords are also common column names"
+        ): (
+            'column_ref: column_name\n          | name "." column_name\n'
+            + "".join(f"          | qualified_column_{i}\n" for i in range(len(tables)))
+        ),
+        'function_call: qualified_name "("': 'function_call: name "("',
+        "insert: INSERT INTO qualified_name [column_list]": (
+            "insert: INSERT INTO schema_table [schema_columns]"
+        ),
+        "update: UPDATE qualified_name": "update: UPDATE schema_table",
+        'assignment: name "=" expr': 'assignment: column_name "=" expr',
+        "delete: DELETE FROM qualified_name": "delete: DELETE FROM schema_table",
+    }
+    for old, new in replacements.items():
+        if old not in text:  # pragma: no cover - the bundled grammar changed
+            raise GrammarError(f"the bundled SQL grammar no longer contains {old.splitlines()[0]!r}")
+        text = text.replace(old, new)
+    extra = [
+        "",
+        "// ------------------------------------------------------------------ schema (generated)",
+        "",
+        'schema_table: [name "."] table_name',
+        f"table_name: {' | '.join(dict.fromkeys(table_terms))}",
+        f"column_name: {' | '.join(all_columns)}",
+        'schema_columns: "(" column_name ("," column_name)* ")"',
+        *per_table,
+        *definitions,
+    ]
+    return text + "\n".join(extra) + "\n"
+
+
+def compile_sql(tables: Mapping[str, Sequence[str]], vocabulary: Any, *, start: str = "start") -> CFGGuide:
+    """A guide for the bundled SQL dialect whose table and column names come from ``tables``."""
+    vocab = vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary.from_tokenizer(vocabulary)
+    text = sql_grammar(tables)
+    grammar = CompiledGrammar(text, vocab, start=start, label="sql(schema)", always_accept=SQL_ALWAYS_ACCEPT)
+    return CFGGuide(grammar, vocab)
+
+
+def _lark_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def sql_parser(tables: Mapping[str, Sequence[str]] | None = None) -> Any:
+    """The lark parser a SQL guide reproduces (bundled grammar, or restricted to ``tables``)."""
+    text = sql_grammar(tables) if tables is not None else load_grammar_source("sql")[0]
+    return lark_parser(text, always_accept=SQL_ALWAYS_ACCEPT)
