@@ -49,6 +49,11 @@ def smollm2(tokenizers: dict[str, object]) -> object:
     return _tokenizer(tokenizers, "smollm2")
 
 
+@pytest.fixture(scope="session")
+def mistral(tokenizers: dict[str, object]) -> object:
+    return _tokenizer(tokenizers, "mistral")
+
+
 # ---------------------------------------------------------------------- the real model, once per session
 
 

@@ -41,10 +41,8 @@ def test_every_byte_of_the_alphabet_is_a_single_token(compiler: constrain.Compil
     assert all(alphabet[b] for b in b"azAZ09{}\" \n\t")
 
 
-def test_sentencepiece_byte_fallback_and_space_marker(tokenizers: dict[str, object]) -> None:
-    from tests.conftest import _tokenizer
-
-    tokenizer = _tokenizer(tokenizers, "mistral")
+def test_sentencepiece_byte_fallback_and_space_marker(mistral: object) -> None:
+    tokenizer = mistral
     vocabulary = constrain.Vocabulary.from_tokenizer(tokenizer)
     vocab = tokenizer.get_vocab()
     assert vocabulary.token_bytes[vocab["<0xF0>"]] == b"\xf0"
