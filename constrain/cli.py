@@ -3,6 +3,7 @@
     constrain generate --model-class examples.models:Person --prompt "Invent a person."
     constrain generate --schema schema.json --prompt "..."
     constrain generate --regex '\\d{3}' --prompt "..."
+    constrain generate --grammar sql --prompt "Total sales per customer, as SQL."
     constrain explain --schema schema.json --text '{"name": "Ada"}' --dot dfa.dot
 """
 
@@ -55,6 +56,9 @@ def _constraint_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--choice", nargs="+", help="the output is exactly one of these strings")
     what.add_argument("--schema", type=Path, help="a JSON Schema file")
     what.add_argument("--model-class", help="a Pydantic model as module:Class (the current folder is importable)")
+    what.add_argument("--grammar", help="a bundled Lark grammar ('json', 'sql') or a .lark file")
+    what.add_argument("--sql-tables", type=Path,
+                      help="a JSON file {table: [columns]}: SQL restricted to that database schema")  # fmt: skip
     parser.add_argument("--model", default="smollm2", help="'smollm2' (offline default) or a local model directory")
     parser.add_argument("--lenient", action="store_true", help="drop schema keywords that cannot be enforced")
     parser.add_argument("--max-recursion-depth", type=int, default=None)
@@ -65,14 +69,22 @@ def _guide(compiler: Any, args: argparse.Namespace) -> Any:
         return compiler.regex(args.regex)
     if args.choice is not None:
         return compiler.choice(args.choice)
+    if args.grammar is not None:
+        source = Path(args.grammar)
+        return compiler.grammar(source.read_text() if source.suffix == ".lark" and source.is_file() else args.grammar)
+    if args.sql_tables is not None:
+        return compiler.sql(json.loads(_read(args.sql_tables)))
     options = {"lenient": args.lenient, "max_recursion_depth": args.max_recursion_depth}
     if args.schema is not None:
-        try:
-            text = args.schema.read_text()
-        except OSError as exc:
-            raise ConstrainError(f"cannot read the schema file: {exc}") from None
-        return compiler.json_schema(text, **options)
+        return compiler.json_schema(_read(args.schema), **options)
     return compiler.json_schema(_import_class(args.model_class), **options)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise ConstrainError(f"cannot read {path}: {exc}") from None
 
 
 def _import_class(spec: str) -> type:
@@ -117,9 +129,9 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"constrain: output cut at --max-new-tokens={args.max_new_tokens} before it was complete",
               file=sys.stderr)  # fmt: skip
         return 1
-    if guide.model_class is not None:  # a validated instance, printed as JSON
+    if getattr(guide, "model_class", None) is not None:  # a validated instance, printed as JSON
         print(guide.model_class.model_validate_json(result.text).model_dump_json(indent=2))
-    elif guide.schema is not None:
+    elif getattr(guide, "schema", None) is not None:
         print(json.dumps(json.loads(result.text), indent=2, ensure_ascii=False))
     else:
         print(result.text)
@@ -138,6 +150,9 @@ def _explain(args: argparse.Namespace) -> int:
         tokenizer = load_tokenizer(args.model)
     with _step("compiling the constraint"):
         guide = _guide(Compiler(tokenizer), args)
+    if guide.backend != "regex":
+        raise ConstrainError("explain shows the regex backend's stages; this constraint compiled to the "
+                             f"{guide.backend} backend (see docs/cfg.md for its debugging hooks)")  # fmt: skip
     report = explain(guide, text=args.text, tokenizer=tokenizer, max_states=args.max_states)
     print(report.format())
     if args.dot is not None:
