@@ -633,9 +633,9 @@ class _Walker:
                 schema.pop(key)
         for name in required:
             if name not in properties:
-                if additional in (None, False):
+                if additional is False:
                     return NOTHING  # a required key that may not appear
-                properties[name] = additional
+                properties[name] = True if additional is None else additional  # required keys are never "extra"
         members = []
         for name, sub in properties.items():
             where = f"{pointer}/properties/{_escape_pointer(name)}"
