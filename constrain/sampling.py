@@ -204,13 +204,17 @@ def _forced_tokens(guide: Any, state: Hashable, vocabulary: Vocabulary, budget: 
     remaining = forced_bytes(state)
     tokens: list[int] = []
     while remaining and len(tokens) < budget:
-        best, best_len = None, 0
+        best, best_len, crosses = None, 0, False
         for token_id in guide.allowed_token_ids(state).tolist():
             piece = vocabulary.token_bytes[token_id] if token_id < len(vocabulary.token_bytes) else None
-            if piece and len(piece) > best_len and remaining.startswith(piece):
+            if not piece:
+                continue
+            if len(piece) > len(remaining) and piece.startswith(remaining):
+                crosses = True  # the tokenizer would merge the forced end with what follows
+            elif len(piece) > best_len and remaining.startswith(piece):
                 best, best_len = token_id, len(piece)
-        if best is None:
-            break
+        if best is None or (crosses and best_len == len(remaining)):
+            break  # leave the last forced bytes to the model, which can spell them with what comes next
         tokens.append(best)
         state = guide.advance(state, best)
         remaining = remaining[best_len:]
