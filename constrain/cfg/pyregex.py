@@ -25,7 +25,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from ..regex.utf8 import MAX_CODEPOINT, utf8_sequences
+from ..regex.utf8 import MAX_CODEPOINT, add_utf8_trie, byte_runs, clip_to_runs
 
 try:  # Python 3.11+
     from re import _constants as sre_c  # type: ignore[attr-defined]
@@ -69,7 +69,7 @@ class PriorityNFA:
         self.edges: list[list[tuple[int, int, int]]] = []
         self.accept: list[int] = []
         self.owner: list[int] = []
-        self._runs = _runs(alphabet)
+        self._runs = byte_runs(alphabet)
         self._owner = -1
         self.live: bytearray = bytearray()
 
@@ -184,41 +184,14 @@ class PriorityNFA:
         entry, exit_ = self._state(), self._state()
         consumer = self._state()
         self.eps[entry].append(consumer)
-        children: dict[tuple[int, int, int], int] = {}
-        for lo, hi in ranges:
-            for sequence in utf8_sequences(lo, hi):
-                current = consumer
-                for depth, (blo, bhi) in enumerate(sequence):
-                    if depth == len(sequence) - 1:
-                        self._add_edge(current, blo, bhi, exit_)
-                        continue
-                    key = (current, blo, bhi)
-                    if key not in children:
-                        children[key] = self._state()
-                        self._add_edge(current, blo, bhi, children[key])
-                    current = children[key]
+        add_utf8_trie(ranges, consumer, exit_, self._state, self._add_edge)
         return entry, exit_
 
     def _add_edge(self, state: int, low: int, high: int, target: int) -> None:
-        for run_low, run_high in self._runs:
-            if run_low > high:
-                break
-            if run_high >= low:
-                self.edges[state].append((max(low, run_low), min(high, run_high), target))
+        self.edges[state] += [(lo, hi, target) for lo, hi in clip_to_runs(low, high, self._runs)]
 
 
 # ---------------------------------------------------------------------- character sets
-
-
-def _runs(alphabet: bytes) -> list[tuple[int, int]]:
-    runs: list[tuple[int, int]] = []
-    for byte in range(256):
-        if alphabet[byte]:
-            if runs and runs[-1][1] == byte - 1:
-                runs[-1] = (runs[-1][0], byte)
-            else:
-                runs.append((byte, byte))
-    return runs
 
 
 def _merge(ranges: list[tuple[int, int]]) -> Ranges:

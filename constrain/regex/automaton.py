@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from ..errors import LimitExceededError
 from .tree import Alt, CharSet, Concat, Literals, Members, Node, Repeat
-from .utf8 import utf8_sequences
+from .utf8 import add_utf8_trie, byte_runs, clip_to_runs
 
 __all__ = ["DEAD", "Limits", "ByteNFA", "LazyDFA"]
 
@@ -63,7 +63,7 @@ class ByteNFA:
 
     def __init__(self, tree: Node, limits: Limits, alphabet: bytes = b"\x01" * 256) -> None:
         self.limits = limits
-        self._runs = _runs(alphabet)
+        self._runs = byte_runs(alphabet)
         self.edges: list[list[tuple[int, int, int]]] = []
         self.epsilon: list[list[int]] = []
         #: Counter operations of the states that implement counted repeats (see ``_counted``).
@@ -273,19 +273,7 @@ class ByteNFA:
     def _charset(self, node: CharSet) -> tuple[int, int]:
         """One code point of the set, as a trie of UTF-8 byte-range sequences."""
         entry, exit_ = self._state(), self._state()
-        children: dict[tuple[int, int, int], int] = {}
-        for lo, hi in node.ranges:
-            for sequence in utf8_sequences(lo, hi):
-                current = entry
-                for depth, (blo, bhi) in enumerate(sequence):
-                    if depth == len(sequence) - 1:
-                        self._add_edge(current, blo, bhi, exit_)
-                        continue
-                    key = (current, blo, bhi)
-                    if key not in children:
-                        children[key] = self._state()
-                        self._add_edge(current, blo, bhi, children[key])
-                    current = children[key]
+        add_utf8_trie(node.ranges, entry, exit_, self._state, self._add_edge)
         return entry, exit_
 
     def _literals(self, options: tuple[bytes, ...]) -> tuple[int, int]:
@@ -305,11 +293,7 @@ class ByteNFA:
 
     def _add_edge(self, state: int, low: int, high: int, target: int) -> None:
         """Add ``low..high`` minus the bytes outside the alphabet (no token could spell them)."""
-        for run_low, run_high in self._runs:
-            if run_low > high:
-                break
-            if run_high >= low:
-                self.edges[state].append((max(low, run_low), min(high, run_high), target))
+        self.edges[state] += [(lo, hi, target) for lo, hi in clip_to_runs(low, high, self._runs)]
 
     def _coreachable(self) -> bytearray:
         """Mark the states from which the accepting state can be reached (backwards search)."""
@@ -386,18 +370,6 @@ def _apply(op: tuple[str, int, int | None], targets: list[int], counters: tuple[
     if count >= low:
         out.append((leave, counters))
     return out
-
-
-def _runs(alphabet: bytes) -> list[tuple[int, int]]:
-    """Maximal ranges of bytes present in the alphabet."""
-    runs: list[tuple[int, int]] = []
-    for byte in range(256):
-        if alphabet[byte]:
-            if runs and runs[-1][1] == byte - 1:
-                runs[-1] = (runs[-1][0], byte)
-            else:
-                runs.append((byte, byte))
-    return runs
 
 
 class LazyDFA:

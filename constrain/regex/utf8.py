@@ -11,12 +11,13 @@ Surrogates (U+D800–U+DFFF) are never encoded: they are not valid UTF-8.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 MAX_CODEPOINT = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
 
 ByteRange = tuple[int, int]
+AddEdge = Callable[[int, int, int, int], None]
 
 
 def codepoint_ranges(chars: Iterable[str], *, negated: bool) -> list[tuple[int, int]]:
@@ -79,3 +80,47 @@ def _split_continuation(lo: int, hi: int, stack: list[tuple[int, int]]) -> bool:
                 stack.append((lo, (hi & ~mask) - 1))
                 return True
     return False
+
+
+def byte_runs(alphabet: bytes) -> list[ByteRange]:
+    """Maximal ranges of the bytes marked in ``alphabet`` (256 flags)."""
+    runs: list[ByteRange] = []
+    for byte in range(256):
+        if alphabet[byte]:
+            if runs and runs[-1][1] == byte - 1:
+                runs[-1] = (runs[-1][0], byte)
+            else:
+                runs.append((byte, byte))
+    return runs
+
+
+def clip_to_runs(low: int, high: int, runs: list[ByteRange]) -> Iterator[ByteRange]:
+    """The parts of ``low..high`` inside the runs (bytes no token contains are left out)."""
+    for run_low, run_high in runs:
+        if run_low > high:
+            break
+        if run_high >= low:
+            yield max(low, run_low), min(high, run_high)
+
+
+def add_utf8_trie(
+    ranges: Iterable[tuple[int, int]], entry: int, exit_: int, new_state: Callable[[], int], add_edge: AddEdge
+) -> None:
+    """Edges from ``entry`` to ``exit_`` spelling one code point of ``ranges`` in UTF-8.
+
+    The byte-range sequences share their prefixes in a trie, so the automaton stays
+    deterministic inside a character: ``add_edge(state, low, high, target)``.
+    """
+    children: dict[tuple[int, int, int], int] = {}
+    for lo, hi in ranges:
+        for sequence in utf8_sequences(lo, hi):
+            current = entry
+            for depth, (blo, bhi) in enumerate(sequence):
+                if depth == len(sequence) - 1:
+                    add_edge(current, blo, bhi, exit_)
+                    continue
+                key = (current, blo, bhi)
+                if key not in children:
+                    children[key] = new_state()
+                    add_edge(current, blo, bhi, children[key])
+                current = children[key]
