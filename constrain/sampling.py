@@ -139,6 +139,7 @@ def generate(
     bitmask = allocate_bitmask(vocabulary.size, batch)
     eos = min(vocabulary.eos_token_ids)
     past, passes, forced_total = None, 0, 0
+    coalesced: dict[tuple[int, Hashable], np.ndarray] = {}  # (guide, state) → coalesced bitmask
     with torch.no_grad():
         while any(not d and len(g) < max_new_tokens for d, g in zip(done, generated)):
             out, past = _forward(model, input_ids, attention, positions, past)
@@ -147,7 +148,10 @@ def generate(
             for row, (guide, state) in enumerate(zip(guide_list, states)):
                 guide.fill_bitmask(state, bitmask[row])  # only what the guide allows
                 if coalescence and not done[row] and len(generated[row]) < max_new_tokens:
-                    _coalesce_row(guide, state, vocabulary, bitmask[row])
+                    key = (id(guide), state)
+                    if key not in coalesced:
+                        coalesced[key] = _coalesced_bitmask(guide, state, vocabulary)
+                    bitmask[row] = coalesced[key]
             apply_bitmask(logits, bitmask)
             chosen = sample(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
             step: list[list[int]] = []
@@ -221,13 +225,15 @@ def _forced_tokens(guide: Any, state: Hashable, vocabulary: Vocabulary, budget: 
     return tokens
 
 
-def _coalesce_row(guide: Any, state: Hashable, vocabulary: Vocabulary, out: np.ndarray) -> None:
+def _coalesced_bitmask(guide: Any, state: Hashable, vocabulary: Vocabulary) -> np.ndarray:
+    """The state's mask after :func:`coalesce`, EOS kept (computed once per state and call)."""
     from .guide import bitmask_from_token_ids
 
     allowed = np.flatnonzero(guide.allowed_tokens(state))
-    eos = [i for i in allowed if i in vocabulary.eos_token_ids]
-    kept = np.concatenate([coalesce(np.setdiff1d(allowed, eos), vocabulary), np.array(eos, dtype=np.int64)])
-    out[...] = bitmask_from_token_ids(kept.astype(np.int64), vocabulary.size)
+    eos = np.array(sorted(vocabulary.eos_token_ids), dtype=np.int64)
+    text = np.setdiff1d(allowed, eos)
+    kept = np.concatenate([coalesce(text, vocabulary), np.intersect1d(allowed, eos)])
+    return bitmask_from_token_ids(kept.astype(np.int64), vocabulary.size)
 
 
 def _result(

@@ -92,3 +92,11 @@ def test_coalescence_keeps_longest_tokens(model_compiler) -> None:
     for i in allowed:
         piece = vocabulary.token_bytes[i]
         assert piece in kept_pieces or any(k.startswith(piece) and k != piece for k in kept_pieces)
+
+
+def test_generation_with_coalescence_stays_valid(model_and_tokenizer, model_compiler) -> None:
+    model, tokenizer = model_and_tokenizer
+    options = ["yes", "no", "not sure"]
+    result = generate(model, tokenizer, "Is the sky green?", model_compiler.choice(options), model_compiler.vocabulary,
+                      coalescence=True, max_new_tokens=10)  # fmt: skip
+    assert result.complete and result.text in options
