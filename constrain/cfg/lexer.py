@@ -28,6 +28,7 @@ still become, used to drop tokens whose lexeme the parser could never take.
 from __future__ import annotations
 
 import threading
+from typing import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -257,24 +258,8 @@ class LexerDFA:
         row = np.full(256, DEAD, dtype=np.int32)
         if main:  # a final-only state has no successors: the lexeme ended here
             edges = self.nfa.edges
-            by_byte: list[list[int] | None] = [None] * 256
-            for p in main:
-                for lo, hi, target in edges[p]:
-                    for byte in range(lo, hi + 1):
-                        bucket = by_byte[byte]
-                        if bucket is None:
-                            by_byte[byte] = [target]
-                        else:
-                            bucket.append(target)
-            shadow_by_byte: list[list[int] | None] = [None] * 256
-            for p in shadow:
-                for lo, hi, target in edges[p]:
-                    for byte in range(lo, hi + 1):
-                        bucket = shadow_by_byte[byte]
-                        if bucket is None:
-                            shadow_by_byte[byte] = [target]
-                        else:
-                            bucket.append(target)
+            by_byte = _targets_by_byte(main, edges)
+            shadow_by_byte = _targets_by_byte(shadow, edges)
             successors: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
             for byte in range(256):
                 targets = by_byte[byte]
@@ -291,3 +276,17 @@ class LexerDFA:
                 row[byte] = successor
         self.table[state] = row
         self.expanded[state] = True
+
+
+def _targets_by_byte(states: Iterable[int], edges: list[list[tuple[int, int, int]]]) -> list[list[int] | None]:
+    """For each byte, the NFA targets ``states`` reach on it (None: none), in state order."""
+    by_byte: list[list[int] | None] = [None] * 256
+    for p in states:
+        for lo, hi, target in edges[p]:
+            for byte in range(lo, hi + 1):
+                bucket = by_byte[byte]
+                if bucket is None:
+                    by_byte[byte] = [target]
+                else:
+                    bucket.append(target)
+    return by_byte

@@ -25,7 +25,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from ..regex.utf8 import MAX_CODEPOINT, add_utf8_trie, byte_runs, clip_to_runs
+from ..regex.utf8 import MAX_CODEPOINT, add_utf8_trie, byte_runs, clip_to_runs, complement_ranges
 
 try:  # Python 3.11+
     from re import _constants as sre_c  # type: ignore[attr-defined]
@@ -127,9 +127,9 @@ class PriorityNFA:
         if op is sre_c.LITERAL:
             return self._charset(_literal_set(av, flags))
         if op is sre_c.NOT_LITERAL:
-            return self._charset(_complement(_literal_set(av, flags)))
+            return self._charset(complement_ranges(_literal_set(av, flags)))
         if op is sre_c.ANY:
-            return self._charset(((0, MAX_CODEPOINT),) if flags & _S else _complement(((10, 10),)))
+            return self._charset(((0, MAX_CODEPOINT),) if flags & _S else complement_ranges(((10, 10),)))
         if op is sre_c.IN:
             return self._charset(_class_set(tuple(av), flags))
         if op is sre_c.BRANCH:
@@ -204,17 +204,6 @@ def _merge(ranges: list[tuple[int, int]]) -> Ranges:
     return tuple(merged)
 
 
-def _complement(ranges: Ranges) -> Ranges:
-    out, start = [], 0
-    for lo, hi in ranges:
-        if lo > start:
-            out.append((start, lo - 1))
-        start = hi + 1
-    if start <= MAX_CODEPOINT:
-        out.append((start, MAX_CODEPOINT))
-    return tuple(out)
-
-
 def _contains(ranges: Ranges, code: int) -> bool:
     return any(lo <= code <= hi for lo, hi in ranges)
 
@@ -258,10 +247,10 @@ def _fold(ranges: Ranges, negated: bool, ascii_only: bool) -> Ranges:
     """
     body = _render(ranges)
     if not body:
-        return _complement(()) if negated else ()
+        return complement_ranges(()) if negated else ()
     flags = re.IGNORECASE | (re.ASCII if ascii_only else 0)
     matcher = re.compile(("[^" if negated else "[") + body + "]", flags)
-    plain = _complement(ranges) if negated else ranges
+    plain = complement_ranges(ranges) if negated else ranges
     # An ASCII set can only gain ASCII letters and the four non-ASCII characters whose
     # lowercase (or special fold) is ASCII: İ ı ſ and the Kelvin sign; other sets may
     # gain or lose any cased character.
@@ -299,7 +288,7 @@ def _category(name: str, ascii_only: bool) -> Ranges:
         ranges = _merge([(c, c) for c in chars])
     else:
         ranges = _unicode_category(base[key])
-    return _complement(ranges) if negated else ranges
+    return complement_ranges(ranges) if negated else ranges
 
 
 @lru_cache(maxsize=None)
@@ -331,7 +320,7 @@ def _literal_set(code: int, flags: int) -> Ranges:
 def _simple_set(ranges: Ranges, negated: bool, flags: int) -> Ranges:
     if flags & _I and any(_may_fold(lo, hi) for lo, hi in ranges):
         return _fold(ranges, negated, bool(flags & _A))
-    return _complement(ranges) if negated else ranges
+    return complement_ranges(ranges) if negated else ranges
 
 
 def _class_set(items: tuple[tuple[Any, Any], ...], flags: int) -> Ranges:

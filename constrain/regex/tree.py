@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+from .utf8 import complement_ranges
+
 __all__ = [
     "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Node",
     "EMPTY", "NOTHING", "literal", "seq", "alt", "optional", "render",
@@ -194,14 +196,8 @@ def _class_body(ranges: tuple[tuple[int, int], ...]) -> str:
 
 
 def _complement(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
-    out, start = [], 0
-    for lo, hi in sorted(ranges):
-        if lo > start:
-            out.append((start, lo - 1))
-        start = max(start, hi + 1)
-    if start <= 0x10FFFF:
-        out.append((start, 0x10FFFF))
-    return tuple((lo, hi) for lo, hi in out if not (lo >= 0xD800 and hi <= 0xDFFF))
+    """The complement, without a range made only of surrogates (they never occur in UTF-8)."""
+    return tuple((lo, hi) for lo, hi in complement_ranges(sorted(ranges)) if not (lo >= 0xD800 and hi <= 0xDFFF))
 
 
 def _char(code: int) -> str:

@@ -29,16 +29,19 @@ def codepoint_ranges(chars: Iterable[str], *, negated: bool) -> list[tuple[int, 
             ranges[-1] = (ranges[-1][0], p)
         else:
             ranges.append((p, p))
-    if not negated:
-        return ranges
-    complement, start = [], 0
+    return list(complement_ranges(ranges)) if negated else ranges
+
+
+def complement_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """The code points 0..U+10FFFF that sorted, non-overlapping ``ranges`` leave out."""
+    out, start = [], 0
     for lo, hi in ranges:
         if lo > start:
-            complement.append((start, lo - 1))
-        start = hi + 1
+            out.append((start, lo - 1))
+        start = max(start, hi + 1)
     if start <= MAX_CODEPOINT:
-        complement.append((start, MAX_CODEPOINT))
-    return complement
+        out.append((start, MAX_CODEPOINT))
+    return tuple(out)
 
 
 def utf8_sequences(lo: int, hi: int) -> Iterator[list[ByteRange]]:
