@@ -60,27 +60,17 @@ different engine. Each worker warms its engine up on a tiny schema (untimed) fir
 
 from __future__ import annotations
 
-import os
+import _common
 
-for _var in (
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "RAYON_NUM_THREADS",
-    "TOKENIZERS_PARALLELISM",
-):
-    os.environ.setdefault(_var, "1" if _var != "TOKENIZERS_PARALLELISM" else "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+_common.single_threaded()
 
 import argparse
 import copy
-import datetime
 import gc
 import json
+import os
 import pickle
-import platform
 import random
-import select
 import statistics
 import subprocess
 import sys
@@ -88,21 +78,15 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-for _p in (str(REPO), str(HERE)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+from _common import describe, fmt, percentile
 
-SCHEMA_DIR = HERE / "schemas"
-FALLBACK_SCHEMA_DIR = HERE / "peer_schemas"
-RESULTS_DIR = HERE / "results"
-SUITE_DIR = REPO.parent / "shared" / "data" / "json-schema-test-suite" / "tests" / "draft2020-12"
+SCHEMA_DIR = _common.HERE / "schemas"
+FALLBACK_SCHEMA_DIR = _common.HERE / "peer_schemas"
+SUITE_DIR = _common.REPO.parent / "shared" / "data" / "json-schema-test-suite" / "tests" / "draft2020-12"
 SUITE_FILES = [
     "type", "properties", "required", "enum", "const",
     "minimum", "maxLength", "items", "prefixItems", "additionalProperties",
@@ -117,32 +101,6 @@ ENGINE_ORDER = [
     "transformers-cfg",
 ]
 TOKENIZER = "smollm2"
-
-
-# ---------------------------------------------------------------------- helpers
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def describe(exc: BaseException) -> str:
-    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
-
-
-def fmt(value: float | None, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    if value >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}f}"
 
 
 # ---------------------------------------------------------------------- corpus
@@ -286,15 +244,8 @@ def invalid_mutations(schema: Any, valid: list[Any], seed: str) -> list[tuple[st
 
 
 def tokenized(tokenizer: Any, vocabulary: Any, value: Any) -> tuple[str, list[int] | None]:
-    from constrain.testing import token_text, tokenize_continuation
-
     text = json.dumps(value)
-    ids = tokenize_continuation(tokenizer, text)
-    try:
-        spelled = token_text(vocabulary, ids)
-    except ValueError:
-        return text, None
-    return text, ids if spelled == text.encode("utf-8") else None
+    return text, _common.spelled_ids(tokenizer, vocabulary, text)
 
 
 def load_realistic(tokenizer: Any, vocabulary: Any, only: list[str] | None) -> list[Case]:
@@ -520,7 +471,7 @@ class Worker:
         stderr.close()
         deadline = time.monotonic() + timeout_s
         while True:
-            line = self.read_line(deadline - time.monotonic())
+            line = _common.read_line(self.proc, deadline - time.monotonic())
             if line is None:
                 self.failed = "worker did not start: " + self.stderr_tail()
                 self.kill()
@@ -532,18 +483,6 @@ class Worker:
                 self.failed = json.loads(line[7:])["error"]
                 self.kill()
                 return False
-
-    def read_line(self, timeout_s: float) -> str | None:
-        assert self.proc is not None and self.proc.stdout is not None
-        deadline = time.monotonic() + max(timeout_s, 0.0)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([self.proc.stdout], [], [], left)
-            if ready:
-                line = self.proc.stdout.readline()
-                return line if line else None
 
     def stderr_tail(self) -> str:
         try:
@@ -579,7 +518,7 @@ class Worker:
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         while True:
-            line = self.read_line(budget_s + grace_s - (time.monotonic() - started))
+            line = _common.read_line(self.proc, budget_s + grace_s - (time.monotonic() - started))
             if line is None:
                 crashed = self.proc.poll() is not None
                 tail = self.stderr_tail()
@@ -616,6 +555,32 @@ class Worker:
 
 
 # ---------------------------------------------------------------------- the run
+
+
+def write_context(setup: _common.Setup) -> str:
+    """Pickle what every worker's :class:`peers.Context` needs; returns the file's path (the caller unlinks it).
+
+    Workers read the vocabulary from here rather than rebuilding it, so all engines see
+    the same token bytes and EOS; the tokenizer itself is reloaded only by the peers
+    that need the Hugging Face object.
+    """
+    from constrain.testing import cache_dir, tokenize_continuation
+
+    shared = {
+        "context": {
+            "token_bytes": list(setup.vocabulary.token_bytes),
+            "eos_token_ids": sorted(setup.vocabulary.eos_token_ids),
+            "eos_id": setup.eos_id,
+            "vocab_size": setup.vocabulary.size,
+            "tokenizer_name": setup.name,
+            "tokenizer_dir": str(cache_dir() / "tokenizers" / setup.name),
+        },
+        "warm_up_ids": tokenize_continuation(setup.tokenizer, '{"a": "x"}'),
+    }
+    handle = tempfile.NamedTemporaryFile(prefix="bench_peers_context_", suffix=".pkl", delete=False)
+    with handle:
+        pickle.dump(shared, handle)
+    return handle.name
 
 
 def run_engine(engine: str, cases: list[Case], args: argparse.Namespace, context_path: str) -> dict[str, Any]:
@@ -675,10 +640,10 @@ def tally(pairs: list[tuple[Instance, dict[str, Any]]]) -> dict[str, Any]:
     t.update(
         under_constrained=t["invalid_judged"] - t["invalid_rejected"],
         over_constrained=t["valid_judged"] - t["valid_accepted"],
-        steps=len(steps), step_us_p50=percentile(steps, 0.5), step_us_p90=percentile(steps, 0.9),
-        step_us_p99=percentile(steps, 0.99),
-        accepted_steps=len(valid_steps), accepted_step_us_p50=percentile(valid_steps, 0.5),
-        accepted_step_us_p90=percentile(valid_steps, 0.9), accepted_step_us_p99=percentile(valid_steps, 0.99),
+        steps=len(steps), step_us_p50=percentile(steps, 50), step_us_p90=percentile(steps, 90),
+        step_us_p99=percentile(steps, 99),
+        accepted_steps=len(valid_steps), accepted_step_us_p50=percentile(valid_steps, 50),
+        accepted_step_us_p90=percentile(valid_steps, 90), accepted_step_us_p99=percentile(valid_steps, 99),
     )  # fmt: skip
     return t
 
@@ -704,7 +669,7 @@ def summarize(
     s.update(
         schemas=sum(status.values()), compiled=status["ok"], refused=status["refused"], timeout=status["timeout"],
         skipped=status["skipped"], crash=status["crash"],
-        compile_ms_p50=percentile(compile_ms, 0.5), compile_ms_p90=percentile(compile_ms, 0.9),
+        compile_ms_p50=percentile(compile_ms, 50), compile_ms_p90=percentile(compile_ms, 90),
         **tally(pairs), wall_s=run.get("wall_s") if group is None else None,
     )  # fmt: skip
     return s
@@ -757,7 +722,7 @@ def markdown(meta: dict[str, Any], summaries: list[dict[str, Any]], by_group: di
         "# Peers side by side",
         "",
         f"Generated by `python benchmarks/bench_peers.py{' --quick' if meta['quick'] else ''}` on {meta['date']} "
-        f"({meta['platform']}, Python {meta['python']}, {meta['cpus']} CPUs; every engine single-threaded in its own "
+        f"({meta['platform']}, Python {meta['python']}, {meta['cpu_count']} CPUs; every engine single-threaded in its own "
         f"worker process, {meta['jobs']} engine(s) at a time; {meta['wall_s']:.0f} s in all). "
         f"Tokenizer: SmolLM2 ({meta['vocab_size']:,} tokens). Corpus: {meta['n_realistic']} realistic schemas "
         f"and {meta['n_suite']} JSON Schema Test Suite groups; {meta['n_valid']} valid and {meta['n_invalid']} invalid "
@@ -887,11 +852,8 @@ def main(argv: list[str] | None = None) -> int:
         args.engine_budget = 30.0 if args.quick else 240.0
 
     run_start = time.monotonic()
-    import constrain
-    from constrain.testing import load_offline_tokenizer
-
-    tokenizer = load_offline_tokenizer(TOKENIZER)
-    vocabulary = constrain.Compiler(tokenizer).vocabulary
+    setup = _common.load_setup(TOKENIZER)
+    tokenizer, vocabulary = setup.tokenizer, setup.vocabulary
     quick_realistic = [
         "tool_get_weather", "tool_send_email", "tool_sql_query", "pydantic_person", "api_payment_intent",
         "config_cron_jobs",
@@ -909,24 +871,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    from constrain.testing import cache_dir, tokenize_continuation
-
-    shared = {
-        "context": {
-            "token_bytes": list(vocabulary.token_bytes),
-            "eos_token_ids": sorted(vocabulary.eos_token_ids),
-            "eos_id": int(tokenizer.eos_token_id),
-            "vocab_size": vocabulary.size,
-            "tokenizer_name": TOKENIZER,
-            "tokenizer_dir": str(cache_dir() / "tokenizers" / TOKENIZER),
-        },
-        "warm_up_ids": tokenize_continuation(tokenizer, '{"a": "x"}'),
-    }
-    handle = tempfile.NamedTemporaryFile(prefix="bench_peers_context_", suffix=".pkl", delete=False)
-    with handle:
-        pickle.dump(shared, handle)
-    context_path = handle.name
-
+    context_path = write_context(setup)
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     runs: dict[str, dict[str, Any]] = {}
     # the slow engines first, so the fast ones fill the other slot
@@ -955,10 +900,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = disagreements(cases, runs, tokenizer)
 
     meta = {
-        "date": datetime.date.today().isoformat(),
-        "platform": platform.platform(terse=True),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
+        **_common.machine(),
         "tokenizer": TOKENIZER,
         "vocab_size": vocabulary.size,
         "quick": args.quick,
@@ -974,9 +916,7 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(meta, summaries, by_group, rows, cases, runs)
     print()
     print(text)
-    if args.quick:
-        print("(--quick: nothing written)")
-    elif not args.no_write:
+    if not args.no_write:
         detail = []
         for c, case in enumerate(cases):
             entry: dict[str, Any] = {
@@ -999,8 +939,8 @@ def main(argv: list[str] | None = None) -> int:
                     "error": r.get("error"),
                     "warnings": r.get("warnings", []),
                     "compile_ms": statistics.median(r["compile_ms"]) if r.get("compile_ms") else None,
-                    "step_us_p50": percentile(steps, 0.5),
-                    "step_us_p99": percentile(steps, 0.99),
+                    "step_us_p50": percentile(steps, 50),
+                    "step_us_p99": percentile(steps, 99),
                     "steps": len(steps),
                     "wall_s": r.get("wall_s"),
                     "verdicts": [
@@ -1018,11 +958,7 @@ def main(argv: list[str] | None = None) -> int:
             "disagreements": rows,
             "cases": detail,
         }
-        RESULTS_DIR.mkdir(exist_ok=True)
-        stem = "peers"
-        (RESULTS_DIR / f"{stem}.json").write_text(json.dumps(payload, indent=1) + "\n")
-        (RESULTS_DIR / f"{stem}.md").write_text(text)
-        print(f"wrote {RESULTS_DIR / (stem + '.json')} and {stem}.md")
+        _common.write_results("peers", payload, text)
     return 0
 
 

@@ -50,35 +50,24 @@ Methodology
 
 from __future__ import annotations
 
-import os
+import _common
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+_common.single_threaded()
 
 import argparse
-import datetime
-import gc
-import importlib.metadata
-import json
-import platform
 import random
 import re
 import sys
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
 import constrain
-from constrain.testing import load_offline_tokenizer, token_text, tokenize_continuation
-
-T = TypeVar("T")
-
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+from _common import Timing, Walk, bit_is_set, describe, timed
 
 
 # ---------------------------------------------------------------------- the cases
@@ -145,80 +134,8 @@ def build_cases() -> list[Case]:
 # ---------------------------------------------------------------------- timing helpers
 
 
-@dataclass
-class Timing:
-    """One timed call: wall-clock and process CPU time, in nanoseconds."""
-
-    wall_ns: int
-    cpu_ns: int
-
-
-def timed(fn: Callable[[], T]) -> tuple[T, Timing]:
-    gc.collect()
-    gc.disable()
-    try:
-        cpu0, wall0 = time.process_time_ns(), time.perf_counter_ns()
-        result = fn()
-        wall1, cpu1 = time.perf_counter_ns(), time.process_time_ns()
-    finally:
-        gc.enable()
-    return result, Timing(wall1 - wall0, cpu1 - cpu0)
-
-
 def median_ms(samples: Sequence[Timing], attr: str = "wall_ns") -> float:
-    return float(np.median([getattr(s, attr) for s in samples])) / 1e6
-
-
-def percentiles_us(steps_ns: Sequence[int]) -> dict[str, float] | None:
-    if not steps_ns:
-        return None
-    values = np.asarray(steps_ns, dtype=np.float64) / 1e3
-    p50, p90, p99 = np.percentile(values, [50, 90, 99])
-    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "n": int(values.size)}
-
-
-def bit_is_set(bitmask: NDArray[np.int32], token_id: int) -> bool:
-    return bool((int(bitmask[token_id >> 5]) >> (token_id & 31)) & 1)
-
-
-@dataclass
-class Walk:
-    """Per-step times of one walk and whether the engine took every token."""
-
-    steps_ns: list[int] = field(default_factory=list)
-    accepted: bool = True
-    error: str | None = None
-    failed_at: int | None = None  # index of the token that was refused (len(tokens) for EOS)
-
-
-# ---------------------------------------------------------------------- constrain
-
-
-def walk_constrain(
-    guide: constrain.RegexGuide, token_ids: Sequence[int], eos_id: int, bitmask: NDArray[np.int32]
-) -> Walk:
-    walk = Walk()
-    clock = time.perf_counter_ns
-    state = guide.initial_state
-    gc.disable()
-    try:
-        for position, token_id in enumerate(token_ids):
-            start = clock()
-            guide.fill_bitmask(state, bitmask)
-            state = guide.advance(state, token_id)
-            walk.steps_ns.append(clock() - start)
-            if not bit_is_set(bitmask, token_id):
-                return Walk(walk.steps_ns, False, "taken but not in the mask", position)
-        start = clock()
-        guide.fill_bitmask(state, bitmask)  # the closing step: the mask the sampler picks EOS from
-        walk.steps_ns.append(clock() - start)
-    except constrain.TokenRejected as exc:
-        return Walk(walk.steps_ns, False, describe(exc), len(walk.steps_ns))
-    finally:
-        gc.enable()
-    if not (guide.is_final(state) and bit_is_set(bitmask, eos_id)):
-        return Walk(walk.steps_ns, False, "EOS is not allowed after the last token", len(token_ids))
-    return walk
+    return float(_common.median([getattr(s, attr) for s in samples])) / 1e6
 
 
 # ---------------------------------------------------------------------- outlines-core
@@ -252,7 +169,7 @@ class OutlinesMask:
 
 
 def walk_outlines(index: Any, token_ids: Sequence[int], eos_id: int, mask: OutlinesMask) -> Walk:
-    """Like :func:`walk_constrain`; outlines-core's ``advance`` refuses EOS, so none is taken."""
+    """Like :func:`_common.timed_walk`; outlines-core's ``advance`` refuses EOS, so none is taken."""
     import outlines_core
 
     walk = Walk()
@@ -260,28 +177,26 @@ def walk_outlines(index: Any, token_ids: Sequence[int], eos_id: int, mask: Outli
     guide = outlines_core.Guide(index)
     kernel, fill, tensor = mask.mode == "kernel", mask.kernel_fill, mask.tensor
     pointer, words = mask.pointer, mask.words
-    gc.disable()
-    try:
-        for position, token_id in enumerate(token_ids):
+    with _common.gc_paused():
+        try:
+            for position, token_id in enumerate(token_ids):
+                start = clock()
+                if kernel:
+                    fill(guide, tensor)
+                else:
+                    guide.write_mask_into(pointer, words, 4)
+                guide.advance(token_id, return_tokens=False)
+                walk.steps_ns.append(clock() - start)
+                if not bit_is_set(mask.view, token_id):
+                    return Walk(walk.steps_ns, False, "taken but not in the mask", position)
             start = clock()
             if kernel:
                 fill(guide, tensor)
             else:
                 guide.write_mask_into(pointer, words, 4)
-            guide.advance(token_id, return_tokens=False)
             walk.steps_ns.append(clock() - start)
-            if not bit_is_set(mask.view, token_id):
-                return Walk(walk.steps_ns, False, "taken but not in the mask", position)
-        start = clock()
-        if kernel:
-            fill(guide, tensor)
-        else:
-            guide.write_mask_into(pointer, words, 4)
-        walk.steps_ns.append(clock() - start)
-    except ValueError as exc:
-        return Walk(walk.steps_ns, False, describe(exc), len(walk.steps_ns))
-    finally:
-        gc.enable()
+        except ValueError as exc:
+            return Walk(walk.steps_ns, False, describe(exc), len(walk.steps_ns))
     if not (guide.is_finished() and bit_is_set(mask.view, eos_id)):
         return Walk(walk.steps_ns, False, "EOS is not allowed after the last token", len(token_ids))
     return walk
@@ -290,11 +205,7 @@ def walk_outlines(index: Any, token_ids: Sequence[int], eos_id: int, mask: Outli
 def outlines_vocabulary(vocabulary: constrain.Vocabulary, eos_id: int) -> Any:
     import outlines_core
 
-    by_bytes: dict[bytes, list[int]] = defaultdict(list)
-    for token_id, piece in enumerate(vocabulary.token_bytes):
-        if piece is not None and token_id != eos_id:
-            by_bytes[piece].append(token_id)
-    return outlines_core.Vocabulary(eos_id, dict(by_bytes))
+    return outlines_core.Vocabulary(eos_id, _common.token_map(vocabulary.token_bytes, eos_id))
 
 
 def outlines_tokenization(index: Any, vocabulary: constrain.Vocabulary, text: bytes) -> list[int] | None:
@@ -321,12 +232,6 @@ def outlines_tokenization(index: Any, vocabulary: constrain.Vocabulary, text: by
 
 
 # ---------------------------------------------------------------------- one case
-
-
-def describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    message = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {message[:200]}"
 
 
 def rejection(walk: Walk, token_ids: Sequence[int], vocabulary: constrain.Vocabulary) -> str | None:
@@ -380,7 +285,7 @@ def run_case(
     # 1. Verdicts on the tokenizer's own tokenization (untimed).
     index: Any = None
     try:
-        walk = walk_constrain(constrain.Compiler(vocabulary).regex(case.pattern), token_ids, eos_id, bitmask)
+        walk = _common.timed_walk(constrain.Compiler(vocabulary).regex(case.pattern), token_ids, eos_id, bitmask)
         c["accepts"], c["reject_reason"] = walk.accepted, rejection(walk, token_ids, vocabulary)
     except constrain.ConstrainError as exc:
         c["error"] = describe(exc)
@@ -401,7 +306,7 @@ def run_case(
         alternative = outlines_tokenization(index, vocabulary, case.instance.encode())
         if alternative is not None:
             guide = constrain.Compiler(vocabulary).regex(case.pattern)
-            if walk_constrain(guide, alternative, eos_id, bitmask).accepted:
+            if _common.timed_walk(guide, alternative, eos_id, bitmask).accepted:
                 c_ids = o_ids = alternative
                 result["timed_tokenization"] = "alternative"
     result["timed_token_ids"] = {"constrain": c_ids, "outlines_core": o_ids}
@@ -417,7 +322,7 @@ def run_case(
             lazy_guide, timing = timed(fresh_compile(vocabulary, case.pattern))
             c_lazy.append(timing)
             if c_ids is not None:
-                cold_walks.append(walk_constrain(lazy_guide, c_ids, eos_id, bitmask))
+                cold_walks.append(_common.timed_walk(lazy_guide, c_ids, eos_id, bitmask))
             if c["eager_error"] is None:
                 try:
                     states, timing = timed(fresh_compile(vocabulary, case.pattern, eager=True))
@@ -442,48 +347,27 @@ def run_case(
 
     # 4. Per-step mask times: an untimed warm-up walk, then `walks` timed walks per engine.
     if c_ids is not None and lazy_guide is not None and all(w.accepted for w in cold_walks):
-        c["mask_cold_us"] = percentiles_us([t for w in cold_walks for t in w.steps_ns])
-        c["mask_cold_walk_ms"] = float(np.median([sum(w.steps_ns) for w in cold_walks])) / 1e6
-        walk_constrain(lazy_guide, c_ids, eos_id, bitmask)
-        warm = [walk_constrain(lazy_guide, c_ids, eos_id, bitmask) for _ in range(walks)]
-        c["mask_warm_us"] = percentiles_us([t for w in warm for t in w.steps_ns])
+        c["mask_cold_us"] = _common.steps_us(cold_walks)
+        c["mask_cold_walk_ms"] = float(_common.median([sum(w.steps_ns) for w in cold_walks])) / 1e6
+        _common.timed_walk(lazy_guide, c_ids, eos_id, bitmask)
+        warm = [_common.timed_walk(lazy_guide, c_ids, eos_id, bitmask) for _ in range(walks)]
+        c["mask_warm_us"] = _common.steps_us(warm)
         c["states_built_lazy"] = lazy_guide.index.num_built_rows
     if o_ids is not None and index is not None:
         walk_outlines(index, o_ids, eos_id, mask)
         warm = [walk_outlines(index, o_ids, eos_id, mask) for _ in range(walks)]
         if all(w.accepted for w in warm):
-            o["mask_warm_us"] = percentiles_us([t for w in warm for t in w.steps_ns])
+            o["mask_warm_us"] = _common.steps_us(warm)
     return result
 
 
 # ---------------------------------------------------------------------- report
 
 
-def version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def ratio(numerator: float | None, denominator: float | None) -> str:
     if numerator is None or denominator is None or denominator <= 0:
         return "–"
     return f"{numerator / denominator:.1f}×"
-
-
-def number(value: float | None, digits: int = 2) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
 
 
 def pair(stats: dict[str, float] | None) -> str:
@@ -535,9 +419,9 @@ def markdown(meta: dict[str, Any], results: list[dict[str, Any]]) -> str:
         cells = [
             r["name"],
             tokens,
-            "refused" if c.get("error") else number(c.get("compile_lazy_ms")),
-            "refused" if c.get("error") or c.get("eager_error") else number(c.get("compile_eager_ms")),
-            "refused" if o.get("error") else number(o.get("compile_ms")),
+            "refused" if c.get("error") else _common.fmt(c.get("compile_lazy_ms")),
+            "refused" if c.get("error") or c.get("eager_error") else _common.fmt(c.get("compile_eager_ms")),
+            "refused" if o.get("error") else _common.fmt(o.get("compile_ms")),
             ratio(o.get("compile_ms"), c.get("compile_lazy_ms")),
             ratio(o.get("compile_ms"), c.get("compile_eager_ms")),
             mask_cell(c, "mask_cold_us"),
@@ -590,7 +474,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="fill outlines-core's mask via outlines_core.kernels.torch (default) or Guide.write_mask_into",
     )
     parser.add_argument("--only", nargs="*", help="run only these case names")
-    parser.add_argument("--output-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--output-dir", type=Path, default=_common.RESULTS_DIR)
     return parser.parse_args(argv)
 
 
@@ -613,42 +497,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(f"case {case.name}: instance {case.instance!r} does not match its own pattern")
 
     started = time.perf_counter()
-    tokenizer = load_offline_tokenizer(args.tokenizer)
-    compiler, t_vocab = timed(lambda: constrain.Compiler(tokenizer))
-    vocabulary = compiler.vocabulary
-    # The first compile builds the vocabulary's walk tables; time it once here so no case pays for it.
-    _, t_tables = timed(lambda: constrain.Compiler(vocabulary).regex("a").precompute())
-    eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id in vocabulary.eos_token_ids else None
-    eos_id = eos_id if eos_id is not None else min(vocabulary.eos_token_ids)
+    setup = _common.load_setup(args.tokenizer)
+    tokenizer, vocabulary, eos_id = setup.tokenizer, setup.vocabulary, setup.eos_id
     outlines_vocab, t_ovocab = timed(lambda: outlines_vocabulary(vocabulary, eos_id))
     mask = OutlinesMask(vocabulary.size, args.outlines_fill)
 
     meta: dict[str, Any] = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "cpu_model": cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "versions": {d: version(d) for d in ("constrain", "outlines-core", "numpy", "torch")},
+        **_common.machine(),
+        "versions": _common.versions("constrain", "outlines-core", "numpy", "torch"),
         "tokenizer": args.tokenizer,
         "vocab_size": vocabulary.size,
         "eos_id": eos_id,
         "outlines_fill": args.outlines_fill,
         "repeats": repeats,
         "walks": walks,
+        "quick": args.quick,
         "setup_ms": {
-            "constrain_vocabulary": t_vocab.wall_ns / 1e6,
-            "constrain_walk_tables": t_tables.wall_ns / 1e6,
-            "outlines_vocabulary": t_ovocab.wall_ns / 1e6,
+            "constrain_vocabulary": setup.vocabulary_ms,
+            "constrain_walk_tables": setup.walk_tables_ms,
+            "outlines_vocabulary": t_ovocab.wall_ms,
         },
     }
 
     results = []
     for case in cases:
-        ids = tokenize_continuation(tokenizer, case.instance)
-        spelled = token_text(vocabulary, ids)
-        if spelled != case.instance.encode():
-            raise SystemExit(f"case {case.name}: tokens spell {spelled!r}, not {case.instance.encode()!r}")
+        ids = _common.spelled_ids(tokenizer, vocabulary, case.instance)
+        if ids is None:
+            raise SystemExit(f"case {case.name}: the tokenizer's ids do not spell {case.instance!r}")
         case_start = time.perf_counter()
         result = run_case(case, vocabulary, ids, eos_id, outlines_vocab, mask, repeats, walks)
         result["seconds"] = time.perf_counter() - case_start
@@ -658,12 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     table = markdown(meta, results)
     print(table)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "regex.json").write_text(
-        json.dumps({"meta": meta, "results": results}, indent=2, ensure_ascii=False) + "\n"
-    )
-    (args.output_dir / "regex.md").write_text(table)
-    print(f"wrote {args.output_dir / 'regex.json'} and {args.output_dir / 'regex.md'}", file=sys.stderr)
+    _common.write_results("regex", {"meta": meta, "results": results}, table, args.output_dir)
     return 0
 
 

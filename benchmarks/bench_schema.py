@@ -62,22 +62,17 @@ Measurements
 
 from __future__ import annotations
 
-import os
+import _common
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+_common.single_threaded()
 
 import argparse
-import datetime
 import gc
-import importlib.metadata
 import json
+import os
 import pickle
-import platform
 import queue
 import random
-import select
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -89,11 +84,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
+from _common import describe, median, percentile
+
 T = TypeVar("T")
 
-HERE = Path(__file__).resolve().parent
-SCHEMA_DIR = HERE / "schemas"
-RESULTS_DIR = HERE / "results"
+SCHEMA_DIR = _common.HERE / "schemas"
 WHITESPACE = "[ ]?"  # constrain's default; json.dumps' separators ", " and ": " fit it
 
 
@@ -296,34 +291,9 @@ def warm_up(vocabulary: Any) -> None:
 
 
 def timed(fn: Callable[[], T]) -> tuple[T, float]:
-    """``fn()`` and its wall time in ms, with the collector off (each case starts with a collection)."""
-    gc.disable()
-    try:
-        start = time.perf_counter_ns()
-        result = fn()
-        elapsed = time.perf_counter_ns() - start
-    finally:
-        gc.enable()
-    return result, elapsed / 1e6
-
-
-def median(values: Sequence[float]) -> float | None:
-    return float(statistics.median(values)) if values else None
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300] if text else ''}"
+    """``fn()`` and its wall time in ms (after a collection, with the collector off)."""
+    result, timing = _common.timed(fn)
+    return result, timing.wall_ms
 
 
 # ---------------------------------------------------------------------- outlines-core worker
@@ -392,13 +362,9 @@ class OutlinesRunner:
         self.thread = threading.Thread(target=self._serve, daemon=True) if parallel else None
         if self.thread is not None:
             self.thread.start()
-        by_bytes: dict[bytes, list[int]] = {}
-        for token_id, piece in enumerate(vocabulary.token_bytes):
-            if piece is not None and token_id != eos_id:
-                by_bytes.setdefault(piece, []).append(token_id)
         handle = tempfile.NamedTemporaryFile(prefix="bench_schema_vocab_", suffix=".pkl", delete=False)
         with handle:
-            pickle.dump((eos_id, by_bytes), handle)
+            pickle.dump((eos_id, _common.token_map(vocabulary.token_bytes, eos_id)), handle)
         self.vocab_path = handle.name
         self.proc: subprocess.Popen[str] | None = None
 
@@ -412,24 +378,11 @@ class OutlinesRunner:
             text=True,
             env=env,
         )
-        line = self._read_line(proc, 60.0)
+        line = _common.read_line(proc, 60.0)
         if line is None or line.strip() != "READY":
             self._kill(proc)
             raise RuntimeError("the outlines-core worker did not start")
         return proc
-
-    @staticmethod
-    def _read_line(proc: subprocess.Popen[str], timeout_s: float) -> str | None:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + timeout_s
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([proc.stdout], [], [], left)
-            if ready:
-                line = proc.stdout.readline()
-                return line if line else None
 
     @staticmethod
     def _kill(proc: subprocess.Popen[str]) -> None:
@@ -485,7 +438,7 @@ class OutlinesRunner:
         self.proc.stdin.flush()
         partial: dict[str, Any] = {}
         while True:
-            line = self._read_line(self.proc, self.timeout_s - (time.perf_counter() - started))
+            line = _common.read_line(self.proc, self.timeout_s - (time.perf_counter() - started))
             if line is None:
                 self._kill(self.proc)
                 self.proc = None
@@ -560,7 +513,7 @@ def run_case(case: Case, ctx: dict[str, Any], args: argparse.Namespace) -> tuple
     """Measure one case; also return the outlines-core request for it (None when it has no compile)."""
     import constrain
     from constrain.json_schema import to_regex
-    from constrain.testing import accepts, token_text, tokenize_continuation
+    from constrain.testing import accepts
 
     vocabulary, tokenizer = ctx["vocabulary"], ctx["tokenizer"]
     result: dict[str, Any] = {"name": case.name, "group": case.group, "options": case.options, "note": case.note}
@@ -571,8 +524,8 @@ def run_case(case: Case, ctx: dict[str, Any], args: argparse.Namespace) -> tuple
     tokenized: list[list[int]] = []
     for instance in [] if problems else case.instances:
         text = json.dumps(instance, ensure_ascii=False)
-        ids = tokenize_continuation(tokenizer, text)
-        if token_text(vocabulary, ids) != text.encode():
+        ids = _common.spelled_ids(tokenizer, vocabulary, text)
+        if ids is None:
             raise SystemExit(f"{case.name}: the tokens do not spell the instance")
         tokenized.append(ids)
     request = {"schema": case.schema, "depth": case.options.get("max_recursion_depth") or 3,
@@ -750,27 +703,7 @@ def limits_demo(ctx: dict[str, Any], cases: dict[str, Case]) -> list[dict[str, A
 # ---------------------------------------------------------------------- report
 
 
-def version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def ms(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+ms = _common.fmt
 
 
 def size(chars: int | None) -> str:
@@ -797,8 +730,8 @@ def outlines_cell(o: dict[str, Any] | None) -> tuple[str, str, str]:
 def summary(values: Sequence[float]) -> dict[str, Any]:
     return {
         "n": len(values),
-        "p50": percentile(values, 0.5),
-        "p90": percentile(values, 0.9),
+        "p50": percentile(values, 50),
+        "p90": percentile(values, 90),
         "max": max(values) if values else None,
     }
 
@@ -986,7 +919,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--outlines-timeout", type=float, help="seconds per schema (default 4, --quick 2)")
     parser.add_argument("--outlines-max-regex", type=int, default=200_000, help="skip outlines-core above this regex size")
     parser.add_argument("--schemas", type=Path, default=SCHEMA_DIR)
-    parser.add_argument("--output-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--output-dir", type=Path, default=_common.RESULTS_DIR)
     parser.add_argument("--outlines-worker", metavar="VOCAB", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -995,9 +928,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.outlines_worker:
         return outlines_worker(args.outlines_worker)
-
-    import constrain
-    from constrain.testing import load_offline_tokenizer
 
     repeats = args.repeats = args.repeats or (2 if args.quick else 5)
     outlines_timeout = args.outlines_timeout or (2.0 if args.quick else 4.0)
@@ -1008,11 +938,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.only:
         cases = [c for c in cases if any(part in c.name for part in args.only)]
 
-    tokenizer = load_offline_tokenizer(args.tokenizer)
-    setup_start = time.perf_counter()
-    vocabulary = constrain.Compiler(tokenizer).vocabulary
-    constrain.Compiler(vocabulary).regex("a").precompute()  # builds the shared walk tables once
-    setup_ms = (time.perf_counter() - setup_start) * 1e3
+    setup = _common.load_setup(args.tokenizer)
+    tokenizer, vocabulary, eos_id = setup.tokenizer, setup.vocabulary, setup.eos_id
     warm_up(vocabulary)
     import jsonschema  # noqa: F401  (its first import builds grammars for seconds: not inside a case)
 
@@ -1020,7 +947,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # would take most of a second. Freezing them keeps the collection at the start of each case cheap.
     gc.collect()
     gc.freeze()
-    eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id in vocabulary.eos_token_ids else min(vocabulary.eos_token_ids)
     ctx = {"tokenizer": tokenizer, "vocabulary": vocabulary}
     outlines = None
     if not args.no_outlines:
@@ -1055,15 +981,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     summaries = {g: group_summary([r for r in results if r["group"] == g]) for g in ("corpus", "scale")}
     meta = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "cpu_model": cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "versions": {d: version(d) for d in ("constrain", "outlines-core", "jsonschema", "pydantic")},
+        **_common.machine(),
+        "versions": _common.versions("constrain", "outlines-core", "jsonschema", "pydantic"),
         "tokenizer": args.tokenizer,
         "vocab_size": vocabulary.size,
-        "setup_ms": setup_ms,
+        "setup_ms": setup.vocabulary_ms + setup.walk_tables_ms,
         "repeats": repeats,
         "case_budget_s": args.case_budget,
         "outlines_parallel": not args.serial_outlines,
@@ -1082,11 +1004,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"SUMMARY {group}: " + summary_line("compile", s["compile_ms"]) + "; "
             + summary_line("compile+walk", s["compile_walk_ms"]) + f"; failed {len(s['failed'])}"
         )
-    args.output_dir.mkdir(parents=True, exist_ok=True)
     payload = {"meta": meta, "summary": summaries, "limits_demo": demos, "results": results}
-    (args.output_dir / "schema.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-    (args.output_dir / "schema.md").write_text(report)
-    print(f"wrote {args.output_dir / 'schema.json'} and {args.output_dir / 'schema.md'}", file=sys.stderr)
+    _common.write_results("schema", payload, report, args.output_dir)
     return 0
 
 

@@ -31,9 +31,7 @@ whole group *unsupported*; an exception that is not a constrain error is a
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
 import signal
 import sys
 import threading
@@ -44,17 +42,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:  # run as a script from anywhere: import the working tree's constrain
-    sys.path.insert(0, str(REPO))
+HERE = Path(__file__).resolve().parent
+for _path in (HERE.parent, HERE):  # run as a script or loaded by a test: the working tree's constrain, _common
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
+import _common  # noqa: E402
 import constrain  # noqa: E402
-from constrain.testing import accepts, load_offline_tokenizer, token_text, tokenize_continuation  # noqa: E402
+from constrain.testing import accepts, load_offline_tokenizer  # noqa: E402
 
+REPO = _common.REPO
 DEFAULT_SUITE = REPO.parent / "shared" / "data" / "json-schema-test-suite"
 DRAFT = "draft2020-12"
-RESULTS_JSON = REPO / "benchmarks" / "results" / "conformance.json"
-DOC = REPO / "docs" / "json_schema_conformance.md"
+RESULTS_JSON = _common.RESULTS_DIR / "conformance.json"
+DOC = _common.DOCS_DIR / "json_schema_conformance.md"
 
 #: A group whose compile + walks take longer than this is flagged ``slow`` in the results.
 SLOW_GROUP_S = 20.0
@@ -146,16 +147,6 @@ def _reason_label(error: dict[str, Any]) -> str:
     return error["class"]
 
 
-def _spell(tokenizer: Any, vocabulary: Any, text: str) -> list[int] | None:
-    """The tokenizer's ids for ``text`` as a continuation, or None when they do not spell it exactly."""
-    ids = tokenize_continuation(tokenizer, text)
-    try:
-        spelled = token_text(vocabulary, ids)
-    except ValueError:  # a special token has no bytes
-        return None
-    return ids if spelled == text.encode() else None
-
-
 def run_group(
     compiler: constrain.Compiler, tokenizer: Any, group: dict[str, Any], timeout_s: float | None
 ) -> dict[str, Any]:
@@ -213,7 +204,7 @@ def _run_case(compiler: constrain.Compiler, tokenizer: Any, guide: Any, test: di
         "valid": bool(test.get("valid")),
     }
     text = json.dumps(test.get("data"))
-    ids = _spell(tokenizer, compiler.vocabulary, text)
+    ids = _common.spelled_ids(tokenizer, compiler.vocabulary, text)
     if ids is None:
         case["outcome"] = "skipped"
         case["note"] = "the tokenizer's ids do not spell the instance byte for byte"
@@ -489,15 +480,8 @@ def markdown(report: dict[str, Any], tokenizer_name: str) -> str:
 
 
 def write_outputs(report: dict[str, Any], tokenizer_name: str, *, page: bool = True) -> None:
-    RESULTS_JSON.parent.mkdir(parents=True, exist_ok=True)
-    document = {
-        "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "tokenizer": tokenizer_name,
-        "python": platform.python_version(),
-        "machine": platform.platform(),
-        **report,
-    }
-    RESULTS_JSON.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", "utf-8")
+    document = {**_common.machine(), "tokenizer": tokenizer_name, **report}
+    _common.write_results(RESULTS_JSON.stem, document, directory=RESULTS_JSON.parent)
     if page:
         DOC.write_text(markdown(report, tokenizer_name), "utf-8")
 
@@ -528,9 +512,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         write_outputs(report, args.tokenizer, page=not args.only)
         if args.only:
-            print(f"wrote {RESULTS_JSON.relative_to(REPO)} (partial run: {DOC.relative_to(REPO)} left as it is)")
+            print(f"partial run: {DOC.relative_to(REPO)} left as it is")
         else:
-            print(f"wrote {RESULTS_JSON.relative_to(REPO)} and {DOC.relative_to(REPO)}")
+            print(f"wrote {DOC.relative_to(REPO)}")
     return 0
 
 

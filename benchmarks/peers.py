@@ -26,7 +26,6 @@ package surfaces as an ``ImportError`` when the engine is set up.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import json
 import re
 import sys
@@ -36,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-V = 49152  # SmolLM2's vocabulary and logits width
-
+from _common import bit_is_set as bit
+from _common import version as version_of
 
 class Context:
     """What every adapter gets, loaded only when asked for (a worker restart stays cheap).
@@ -80,18 +79,6 @@ class Context:
             )
         except TypeError:  # its constructor changed: build it from the tokenizer
             return constrain.Compiler(self.tokenizer).vocabulary
-
-
-def version_of(distribution: str) -> str:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "?"
-
-
-def bit(mask: np.ndarray, token_id: int) -> bool:
-    """Bit ``token_id`` of a 1-D little-endian int32 bitmask."""
-    return bool((int(mask[token_id >> 5]) >> (token_id & 31)) & 1)
 
 
 class Matcher:
@@ -155,7 +142,7 @@ class ConstrainMatcher(Matcher):
         self.guide = guide
         self.rejected = rejected
         self.state = guide.initial_state
-        self.mask = np.zeros((V + 31) // 32, dtype=np.int32)
+        self.mask = np.zeros((guide.vocab_size + 31) // 32, dtype=np.int32)
 
     def fill(self) -> None:
         self.guide.fill_bitmask(self.state, self.mask)
@@ -213,11 +200,11 @@ class ConstrainEngine(Engine):
 
 
 class XGrammarMatcher(Matcher):
-    def __init__(self, xgr: Any, compiled: Any, eos_id: int) -> None:
+    def __init__(self, xgr: Any, compiled: Any, eos_id: int, vocab_size: int) -> None:
         import torch
 
         self.m = xgr.GrammarMatcher(compiled)
-        self.mask = np.zeros((1, (V + 31) // 32), dtype=np.int32)
+        self.mask = np.zeros((1, (vocab_size + 31) // 32), dtype=np.int32)
         self.tensor = torch.from_numpy(self.mask)  # shares memory with self.mask
         self.eos_id = eos_id
 
@@ -255,17 +242,17 @@ class XGrammarEngine(Engine):
 
     def compile(self, schema: Any, options: dict[str, Any]) -> Callable[[], Matcher]:
         compiled = self.compiler.compile_json_schema(json.dumps(schema), any_whitespace=True)
-        return lambda: XGrammarMatcher(self.xgr, compiled, self.ctx.eos_id)
+        return lambda: XGrammarMatcher(self.xgr, compiled, self.ctx.eos_id, self.ctx.vocab_size)
 
 
 # ---------------------------------------------------------------------- llguidance
 
 
 class LLGuidanceMatcher(Matcher):
-    def __init__(self, llg_numpy: Any, pristine: Any) -> None:
+    def __init__(self, llg_numpy: Any, pristine: Any, vocab_size: int) -> None:
         self.fill_mask = llg_numpy.fill_next_token_bitmask
         self.m = pristine.deep_copy()
-        self.mask = np.zeros((1, (V + 31) // 32), dtype=np.int32)
+        self.mask = np.zeros((1, (vocab_size + 31) // 32), dtype=np.int32)
 
     def fill(self) -> None:
         self.fill_mask(self.m, self.mask, 0)
@@ -308,7 +295,7 @@ class LLGuidanceEngine(Engine):
         if pristine.is_error():
             raise ValueError(pristine.get_error())
         self._warnings = list(pristine.get_grammar_warnings())
-        return lambda: LLGuidanceMatcher(self.llg_numpy, pristine)
+        return lambda: LLGuidanceMatcher(self.llg_numpy, pristine, self.ctx.vocab_size)
 
     def warnings(self) -> list[str]:
         return self._warnings
@@ -318,9 +305,9 @@ class LLGuidanceEngine(Engine):
 
 
 class OutlinesCoreMatcher(Matcher):
-    def __init__(self, oc: Any, index: Any) -> None:
+    def __init__(self, oc: Any, index: Any, vocab_size: int) -> None:
         self.g = oc.Guide(index)
-        self.mask = np.zeros((1, (V + 31) // 32), dtype=np.int32)
+        self.mask = np.zeros((1, (vocab_size + 31) // 32), dtype=np.int32)
         self.address = self.mask.ctypes.data
 
     def fill(self) -> None:
@@ -371,7 +358,7 @@ class OutlinesCoreEngine(Engine):
         depth = options.get("max_recursion_depth", 3)
         regex = self.build_regex(json.dumps(schema), None, depth)
         index = self.oc.Index(regex, self.vocabulary)
-        return lambda: OutlinesCoreMatcher(self.oc, index)
+        return lambda: OutlinesCoreMatcher(self.oc, index, self.ctx.vocab_size)
 
 
 # ---------------------------------------------------------------------- lm-format-enforcer
@@ -392,11 +379,11 @@ def _lmfe_transformers_shim() -> None:
 class LMFEMatcher(Matcher):
     PROMPT = [0]  # one token of "prompt": its enforcer keys states by the whole sequence
 
-    def __init__(self, enforcer: Any, eos_id: int) -> None:
+    def __init__(self, enforcer: Any, eos_id: int, vocab_size: int) -> None:
         self.te = enforcer
         self.eos_id = eos_id
         self.seq = list(self.PROMPT)
-        self.mask = np.zeros(V, dtype=bool)
+        self.mask = np.zeros(vocab_size, dtype=bool)
 
     def fill(self) -> None:
         allowed = self.te.get_allowed_tokens(self.seq).allowed_tokens
@@ -443,7 +430,8 @@ class LMFEEngine(Engine):
 
         def new() -> Matcher:
             # fresh parser and enforcer per sequence: the enforcer caches by token prefix
-            return LMFEMatcher(self.enforcer_class(self.data, self.parser_class(schema)), self.ctx.eos_id)
+            enforcer = self.enforcer_class(self.data, self.parser_class(schema))
+            return LMFEMatcher(enforcer, self.ctx.eos_id, self.ctx.vocab_size)
 
         new().te.get_allowed_tokens(LMFEMatcher.PROMPT)  # first mask: surfaces schema errors at compile time
         return new
@@ -655,13 +643,13 @@ def _convert(
 class TransformersCfgMatcher(Matcher):
     PROMPT = [0]
 
-    def __init__(self, torch: Any, processor: Any, eos_id: int) -> None:
+    def __init__(self, torch: Any, processor: Any, eos_id: int, vocab_size: int) -> None:
         self.torch = torch
         self.p = processor
         self.eos_id = eos_id
         self.seq = list(self.PROMPT)
-        self.scores = torch.zeros(1, V)
-        self.mask = np.zeros(V, dtype=bool)
+        self.scores = torch.zeros(1, vocab_size)
+        self.mask = np.zeros(vocab_size, dtype=bool)
 
     def fill(self) -> None:
         out = self.p(self.torch.tensor([self.seq]), self.scores)
@@ -732,7 +720,8 @@ class TransformersCfgEngine(Engine):
 
         def new() -> Matcher:
             constraint.reset()
-            return TransformersCfgMatcher(self.torch, self.processor_class(constraint), self.ctx.eos_id)
+            processor = self.processor_class(constraint)
+            return TransformersCfgMatcher(self.torch, processor, self.ctx.eos_id, self.ctx.vocab_size)
 
         return new
 

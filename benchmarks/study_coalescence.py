@@ -47,28 +47,22 @@ Method
 
 from __future__ import annotations
 
-import os
+import _common
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+_common.single_threaded()
 
 import argparse
-import datetime
 import json
 import math
-import platform
 import re
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
-
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 # ---------------------------------------------------------------------- the pairs
 
@@ -291,8 +285,8 @@ def check_valid(pair: Pair, text: str) -> bool:
 
 
 def pct(values: list[float], q: float) -> float | None:
-    finite = [v for v in values if v is not None and math.isfinite(v)]
-    return float(np.percentile(finite, q)) if finite else None
+    """The q-th percentile (0–100) of the finite values: an infinite KL is counted apart, never averaged."""
+    return _common.percentile([v for v in values if v is not None and math.isfinite(v)], q)
 
 
 def median(values: list[float]) -> float | None:
@@ -713,14 +707,10 @@ def main() -> int:
             ).most_common(25)
         ],
     }
+    machine = _common.machine()
     report = {
-        "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(),
-            "processor": platform.processor() or platform.machine(),
-        },
+        "generated": machine["date"],
+        "machine": {**machine, "torch": torch.__version__, "torch_threads": torch.get_num_threads()},
         "model": "SmolLM2-135M-Instruct (constrain.models.load_model, float32, CPU)",
         "max_new_tokens": args.max_new_tokens,
         "step_columns": [
@@ -740,8 +730,8 @@ def main() -> int:
     }
     print(markdown(report))
     if not args.no_write:
-        RESULTS_DIR.mkdir(exist_ok=True)
-        (RESULTS_DIR / "coalescence.json").write_text(
+        _common.RESULTS_DIR.mkdir(exist_ok=True)
+        (_common.RESULTS_DIR / "coalescence.json").write_text(
             json.dumps(report, indent=1, allow_nan=False, default=_json_default) + "\n"
         )
     print(f"\nruntime {report['runtime_s']:.0f} s", file=sys.stderr)
