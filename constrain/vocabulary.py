@@ -169,6 +169,18 @@ class Vocabulary:
             self._sorted["walk"] = tables
         return tables
 
+    def token_trie(self, min_length: int = 1, max_length: int | None = None) -> "TokenTrie":
+        """The tokens of ``min_length..max_length`` bytes as a byte trie (built on first use)."""
+        key = ("trie", min_length, max_length)
+        trie = self._sorted.get(key)
+        if trie is None:
+            trie = TokenTrie.build(
+                (b, i) for i, b in enumerate(self.token_bytes)
+                if b and min_length <= len(b) and (max_length is None or len(b) <= max_length)
+            )  # fmt: skip
+            self._sorted[key] = trie
+        return trie
+
 
 @dataclass(frozen=True)
 class WalkTables:
@@ -203,6 +215,77 @@ class WalkTables:
         first = matrix[:, 0] if len(items) else np.zeros(0, dtype=np.uint8)
         first_byte_start = np.searchsorted(first, np.arange(257), side="left").astype(np.int64)
         return cls(ids, matrix, lengths, first_byte_start)
+
+
+@dataclass(frozen=True)
+class TrieLevel:
+    """The trie nodes at one depth, in byte order (so children of one parent are contiguous).
+
+    ``byte[i]`` is the last byte of node ``i``'s prefix, ``token[i]`` the token that
+    spells exactly that prefix (-1 if none), and the children of node ``i`` are nodes
+    ``child_start[i]:child_start[i + 1]`` of the next level.
+    """
+
+    byte: NDArray[np.uint8]
+    token: NDArray[np.int32]
+    child_start: NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class TokenTrie:
+    """The vocabulary as a byte trie, stored level by level for vectorized walks.
+
+    Walking tokens through an automaton one byte position at a time repeats the work
+    for every shared prefix (``"ing"``, ``" the"``...): SmolLM2's 49k tokens hold 332k
+    bytes but only 100k distinct prefixes. A walk over the trie advances each prefix
+    once, one numpy step per depth. ``levels[0]`` are the first bytes.
+    ``duplicates`` pairs ``(token, same_as)`` for tokens that spell the same bytes as
+    another (SentencePiece byte-fallback pieces next to single-character pieces): the
+    trie holds ``same_as``, and a walk copies its result to ``token``.
+    """
+
+    levels: tuple[TrieLevel, ...]
+    duplicates: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def build(cls, tokens: Iterable[tuple[bytes, int]]) -> "TokenTrie":
+        bytes_at: list[list[int]] = []
+        parent_at: list[list[int]] = []
+        token_at: list[list[int]] = []
+        duplicates: list[tuple[int, int]] = []
+        path: list[int] = []  # node index at each depth along the previous token
+        previous = b""
+        for spelled, token_id in sorted(tokens):
+            shared = 0
+            limit = min(len(previous), len(spelled))
+            while shared < limit and previous[shared] == spelled[shared]:
+                shared += 1
+            del path[shared:]
+            for depth in range(shared, len(spelled)):
+                if depth == len(bytes_at):
+                    bytes_at.append([])
+                    parent_at.append([])
+                    token_at.append([])
+                bytes_at[depth].append(spelled[depth])
+                parent_at[depth].append(path[-1] if depth else 0)
+                token_at[depth].append(-1)
+                path.append(len(bytes_at[depth]) - 1)
+            end = token_at[len(spelled) - 1]
+            if end[path[-1]] >= 0:
+                duplicates.append((token_id, end[path[-1]]))
+            else:
+                end[path[-1]] = token_id
+            previous = spelled
+        levels = []
+        for depth in range(len(bytes_at)):
+            count = len(bytes_at[depth])
+            children = np.asarray(parent_at[depth + 1] if depth + 1 < len(bytes_at) else [], dtype=np.int64)
+            levels.append(TrieLevel(
+                np.asarray(bytes_at[depth], dtype=np.uint8),
+                np.asarray(token_at[depth], dtype=np.int32),
+                np.searchsorted(children, np.arange(count + 1), side="left").astype(np.int64),
+            ))  # fmt: skip
+        return cls(tuple(levels), tuple(duplicates))
 
 
 # ---------------------------------------------------------------------- tokenizer conventions

@@ -74,9 +74,52 @@ class ByteNFA:
         self.start, self.accept = self._build(tree)
         del self._templates
         self.live = self._coreachable()
+        self._scopes: dict[int, tuple[int, ...]] = {}
+        self._strides: dict[int, tuple[int, int] | None] = {}
 
     def __len__(self) -> int:
         return len(self.edges)
+
+    def loop_scope(self, q: int) -> tuple[int, ...]:
+        """The counted loops whose body holds ``q``, outermost first.
+
+        A virtual state's counter stack has one count per enclosing counted loop, so
+        ``counters[i]`` belongs to ``loop_scope(q)[i]``.
+        """
+        scope = self._scopes.get(q)
+        if scope is None:
+            holders = [(top - base, loop) for loop, (_, _, base, top) in self._loops.items() if base <= q < top]
+            scope = tuple(loop for _, loop in sorted(holders, reverse=True))
+            self._scopes[q] = scope
+        return scope
+
+    def free_range(self, loop: int) -> tuple[int, int] | None:
+        """Counts ``(first, past_last)`` of ``loop`` that its guards cannot tell apart, or None.
+
+        Within this range ``count < high`` and ``count >= low`` hold (and ``count != 0``
+        for separated loops),
+        and they keep holding for ``past_last - count`` more iterations. Each iteration
+        consumes at least one byte when the body cannot match the empty string, so a
+        count that is in range by a token's length behaves like any other such count
+        while that token is read (see :meth:`LazyDFA.shared`). Unbounded loops saturate
+        their count instead, and nullable bodies can count without input: None.
+        """
+        if loop in self._strides:
+            return self._strides[loop]
+        kind, low, high = self.ops[loop]
+        entry, end, base, top = self._loops[loop]
+        result: tuple[int, int] | None = None
+        if high is not None:
+            seen, stack = {entry}, [entry]
+            while stack and end not in seen:  # an epsilon-only path through the body?
+                for t in self.epsilon[stack.pop()]:
+                    if base <= t < top and t not in seen:
+                        seen.add(t)
+                        stack.append(t)
+            if end not in seen:  # a separated loop also tells count 0 (no separator yet) apart
+                result = (max(low, 1) if kind == "loop_sep" else low, high)
+        self._strides[loop] = result
+        return result
 
     def _state(self) -> int:
         if len(self.edges) >= self.limits.max_nfa_states:
@@ -346,6 +389,10 @@ _COPY_BUDGET = 256
 #: An NFA state plus the iteration counts of the counted repeats around it.
 VirtualState = tuple[int, tuple[int, ...]]
 
+#: Counts from here up are symbolic: ``FREE + k`` is "k more than a count inside the
+#: loop's free range" (``ByteNFA.free_range``), for which every guard holds.
+FREE = 1 << 40
+
 
 def _apply(op: tuple[str, int, int | None], targets: list[int], counters: tuple[int, ...]) -> list[VirtualState]:
     """The epsilon successors of a counter state (see ``ByteNFA._counted``)."""
@@ -359,13 +406,14 @@ def _apply(op: tuple[str, int, int | None], targets: list[int], counters: tuple[
         count = count + 1 if high is not None else min(count + 1, max(low, 1))
         return [(targets[0], counters[:-1] + (count,))]
     out = []
+    below_high = high is None or count < high or count >= FREE
     if kind == "loop":
         body, leave = targets
-        if high is None or count < high:
+        if below_high:
             out.append((body, counters))
     else:  # "loop_sep": the first item comes bare, later ones after the separator
         body, separator, leave = targets
-        if high is None or count < high:
+        if below_high:
             out.append((body if count == 0 else separator, counters))
     if count >= low:
         out.append((leave, counters))
@@ -425,6 +473,47 @@ class LazyDFA:
             self.expand([frontier])
             frontier += 1
         return self.num_states
+
+    def shared(self, state: int, reach: int) -> tuple[int, dict[int, int]] | None:
+        """A symbolic stand-in for ``state`` that behaves alike over any ``reach`` bytes.
+
+        Inside a ``maxLength: 200`` string every character is a new count and so a new
+        state, but a token read at count 7 and at count 8 does the same thing, shifted
+        by one. Counts that stay inside their loop's free range for ``reach`` more
+        bytes are replaced by ``FREE + (count - base)``, one ``base`` per loop (the
+        smallest such count); the guards treat ``FREE + k`` as "inside the free range".
+        A token index can then build one row for the stand-in and translate its
+        successors back with :meth:`concrete` (symbolic counts are exactly the ones that
+        descend from the shifted counts; pushed counts stay concrete). Returns None
+        when no count can be shifted.
+        """
+        members = self.sets[state]
+        counts: dict[int, list[int]] = {}
+        for q, counters in members:
+            for loop, count in zip(self.nfa.loop_scope(q), counters):
+                counts.setdefault(loop, []).append(count)
+        bases: dict[int, int] = {}
+        for loop, values in counts.items():
+            free = self.nfa.free_range(loop)
+            if free is not None and all(free[0] <= c and c + reach < free[1] for c in values):
+                bases[loop] = min(values)
+        if not bases:
+            return None
+        stand_in = frozenset(
+            (q, tuple(FREE + c - bases[loop] if loop in bases else c for loop, c in zip(self.nfa.loop_scope(q), counters)))
+            for q, counters in members
+        )  # fmt: skip
+        with self._lock:
+            return self._intern(stand_in), bases
+
+    def concrete(self, state: int, bases: dict[int, int]) -> int:
+        """The real state a symbolic one stands for, with the counts ``shared`` shifted (see there)."""
+        members = frozenset(
+            (q, tuple(bases[loop] + c - FREE if c >= FREE else c for loop, c in zip(self.nfa.loop_scope(q), counters)))
+            for q, counters in self.sets[state]
+        )  # fmt: skip
+        with self._lock:
+            return self._intern(members)
 
     # ------------------------------------------------------------------ construction
 
