@@ -27,6 +27,7 @@ import platform
 import select
 import subprocess
 import time
+import tracemalloc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,20 +188,22 @@ class Setup:
     eos_id: int
     load_ms: float
     vocabulary_ms: float
-    walk_tables_ms: float
+    tables_ms: float
 
 
 def load_setup(name: str) -> Setup:
-    """Load tokenizer ``name``, build its ``Vocabulary`` and the walk tables every index shares.
+    """Load tokenizer ``name``, build its ``Vocabulary`` and the tables every guide over it shares.
 
-    The walk tables are built here, once, so that no compile timed later pays for them.
+    Those tables (the walk tables, the byte alphabet) are built on first use; a first
+    compile and precompute of a one-byte regex builds them here, once, so that no
+    compile timed later pays for them (``tables_ms``).
     """
-    from constrain import Vocabulary
+    from constrain import Compiler, Vocabulary
     from constrain.testing import load_offline_tokenizer
 
     tokenizer, loading = timed(lambda: load_offline_tokenizer(name))
     vocabulary, building = timed(lambda: Vocabulary.from_tokenizer(tokenizer))
-    _, tables = timed(vocabulary.walk_tables)
+    _, tables = timed(lambda: Compiler(vocabulary).regex("a").precompute())
     eos_id = tokenizer.eos_token_id
     if eos_id not in vocabulary.eos_token_ids:
         eos_id = min(vocabulary.eos_token_ids)
@@ -282,6 +285,78 @@ def steps_us(walks: Sequence[Walk]) -> dict[str, float] | None:
     return percentiles([t / 1e3 for w in walks for t in w.steps_ns])
 
 
+def measure_guide(
+    build: Callable[[Any], Any],
+    ids: list[int],
+    setup: Setup,
+    *,
+    repeats: int,
+    walks: int,
+    budget_s: float,
+    tracemalloc_max_ms: float,
+    states: Callable[[Any], dict[str, int]],
+) -> dict[str, Any]:
+    """Compile fresh guides and walk each one cold, then walk the last one warm; memory apart.
+
+    ``build(compiler)`` compiles the guide on a fresh ``Compiler`` over the shared
+    vocabulary (so no guide cache answers). Up to ``repeats`` compile + cold-walk samples,
+    fewer once ``budget_s`` is spent (one at least); then one untimed warm-up walk and
+    ``walks`` timed ones. The result holds ``compile_ms`` (median) and its samples,
+    ``cold_walk_ms``, ``accepted``, ``mask_cold_us`` and ``mask_warm_us`` (µs
+    percentiles), ``states(guide)`` and ``peak_mib`` (tracemalloc's peak over one more
+    compile and cold walk, skipped above ``tracemalloc_max_ms`` since tracemalloc slows
+    Python several-fold); or ``error``, ``limit`` and ``error_after_ms`` when a constrain
+    error (a ``LimitExceededError`` above all) ends the compile or a walk.
+    """
+    import constrain
+
+    bitmask = constrain.allocate_bitmask(setup.vocabulary.size)
+    out: dict[str, Any] = {}
+    compiles: list[float] = []
+    cold: list[Walk] = []
+    guide: Any = None
+    started = time.perf_counter()
+    try:
+        for _ in range(repeats):
+            compiler = constrain.Compiler(setup.vocabulary)
+            guide, timing = timed(lambda: build(compiler))
+            compiles.append(timing.wall_ms)
+            cold.append(timed_walk(guide, ids, setup.eos_id, bitmask))
+            if time.perf_counter() - started > budget_s:
+                break
+        out["compile_ms"] = median(compiles)
+        out["compile_ms_all"] = compiles
+        out["cold_walk_ms"] = median([sum(w.steps_ns) / 1e6 for w in cold])
+        out["accepted"] = cold[0].accepted
+        if cold[0].accepted:
+            out["mask_cold_us"] = steps_us(cold)
+            timed_walk(guide, ids, setup.eos_id, bitmask)
+            out["mask_warm_us"] = steps_us([timed_walk(guide, ids, setup.eos_id, bitmask) for _ in range(walks)])
+        else:
+            out["reject_reason"] = cold[0].error
+        out["states"] = states(guide)
+    except constrain.ConstrainError as exc:
+        out.update(error=describe(exc), limit=getattr(exc, "limit", None))
+        out["error_after_ms"] = (time.perf_counter() - started) * 1e3
+        return out
+    del guide
+    if out["accepted"] and out["compile_ms"] + out["cold_walk_ms"] <= tracemalloc_max_ms:
+        out["peak_mib"] = peak_mib(lambda: timed_walk(build(constrain.Compiler(setup.vocabulary)), ids,
+                                                      setup.eos_id, bitmask))  # fmt: skip
+    return out
+
+
+def peak_mib(fn: Callable[[], Any]) -> float:
+    """tracemalloc's peak, in MiB, while ``fn`` runs (Python objects and numpy buffers; not native heaps)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
 # ---------------------------------------------------------------------- worker processes
 
 
@@ -316,6 +391,14 @@ def fmt(value: float | None, digits: int | None = None) -> str:
     if digits is None:
         digits = 2 if abs(value) < 10 else 1
     return f"{value:.{digits}f}"
+
+
+def machine_line(meta: dict[str, Any]) -> str:
+    """The header line of a results page: CPU, load, platform, Python, date and mode (from :func:`machine`)."""
+    return (
+        f"machine: {meta['cpu_model']}, {meta['cpu_count']} CPUs, load {meta['load_average']}, {meta['platform']}; "
+        f"python {meta['python']}; every engine single-threaded; {meta['date']}" + (" (quick)" if meta.get("quick") else "")
+    )
 
 
 def write_results(stem: str, payload: Any, markdown: str | None = None, directory: Path = RESULTS_DIR) -> None:

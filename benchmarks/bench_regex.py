@@ -514,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "quick": args.quick,
         "setup_ms": {
             "constrain_vocabulary": setup.vocabulary_ms,
-            "constrain_walk_tables": setup.walk_tables_ms,
+            "constrain_walk_tables": setup.tables_ms,
             "outlines_vocabulary": t_ovocab.wall_ms,
         },
     }

@@ -985,7 +985,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "versions": _common.versions("constrain", "outlines-core", "jsonschema", "pydantic"),
         "tokenizer": args.tokenizer,
         "vocab_size": vocabulary.size,
-        "setup_ms": setup.vocabulary_ms + setup.walk_tables_ms,
+        "setup_ms": setup.vocabulary_ms + setup.tables_ms,
         "repeats": repeats,
         "case_budget_s": args.case_budget,
         "outlines_parallel": not args.serial_outlines,
