@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,7 +76,7 @@ class ByteNFA:
         del self._templates
         self.live = self._coreachable()
         self._scopes: dict[int, tuple[int, ...]] = {}
-        self._strides: dict[int, tuple[int, int] | None] = {}
+        self._strides: dict[int, tuple[int, int, int] | None] = {}
 
     def __len__(self) -> int:
         return len(self.edges)
@@ -93,33 +94,47 @@ class ByteNFA:
             self._scopes[q] = scope
         return scope
 
-    def free_range(self, loop: int) -> tuple[int, int] | None:
-        """Counts ``(first, past_last)`` of ``loop`` that its guards cannot tell apart, or None.
+    def free_range(self, loop: int) -> tuple[int, int, int] | None:
+        """``(first, high, step)``: counts from ``first`` on that ``loop``'s guards can't tell apart.
 
-        Within this range ``count < high`` and ``count >= low`` hold (and ``count != 0``
-        for separated loops),
-        and they keep holding for ``past_last - count`` more iterations. Each iteration
-        consumes at least one byte when the body cannot match the empty string, so a
-        count that is in range by a token's length behaves like any other such count
-        while that token is read (see :meth:`LazyDFA.shared`). Unbounded loops saturate
-        their count instead, and nullable bodies can count without input: None.
+        A count ``c >= first`` passes every guard (``c >= low``, ``c < high``, and
+        ``c != 0`` for separated loops) for as long as it stays below ``high``, and
+        each iteration of the body reads at least ``step`` bytes, so reading ``n``
+        bytes adds at most ``1 + (n - 1) // step`` to it. Two counts that stay below
+        ``high`` for that many more iterations behave alike while a token of ``n``
+        bytes is read (see :meth:`LazyDFA.shared`). Unbounded loops saturate their
+        count instead, and a body that can match nothing counts without input: None.
         """
         if loop in self._strides:
             return self._strides[loop]
         kind, low, high = self.ops[loop]
-        entry, end, base, top = self._loops[loop]
-        result: tuple[int, int] | None = None
+        result: tuple[int, int, int] | None = None
         if high is not None:
-            seen, stack = {entry}, [entry]
-            while stack and end not in seen:  # an epsilon-only path through the body?
-                for t in self.epsilon[stack.pop()]:
-                    if base <= t < top and t not in seen:
-                        seen.add(t)
-                        stack.append(t)
-            if end not in seen:  # a separated loop also tells count 0 (no separator yet) apart
-                result = (max(low, 1) if kind == "loop_sep" else low, high)
+            step = self._shortest_body(loop)
+            if step > 0:  # a separated loop also tells count 0 (no separator yet) apart
+                result = (max(low, 1) if kind == "loop_sep" else low, high, step)
         self._strides[loop] = result
         return result
+
+    def _shortest_body(self, loop: int) -> int:
+        """Fewest bytes from the body's entry to its end (0-1 BFS; inner guards ignored, so a lower bound)."""
+        entry, end, base, top = self._loops[loop]
+        distance = {entry: 0}
+        queue = deque([entry])
+        while queue:
+            q = queue.popleft()
+            d = distance[q]
+            if q == end:
+                return d
+            for t in self.epsilon[q]:
+                if base <= t < top and distance.get(t, d + 1) > d:
+                    distance[t] = d
+                    queue.appendleft(t)
+            for _, _, t in self.edges[q]:
+                if base <= t < top and distance.get(t, d + 2) > d + 1:
+                    distance[t] = d + 1
+                    queue.append(t)
+        return 0  # the body's end is unreachable: the loop never counts, nothing to share
 
     def _state(self) -> int:
         if len(self.edges) >= self.limits.max_nfa_states:
@@ -479,8 +494,9 @@ class LazyDFA:
 
         Inside a ``maxLength: 200`` string every character is a new count and so a new
         state, but a token read at count 7 and at count 8 does the same thing, shifted
-        by one. Counts that stay inside their loop's free range for ``reach`` more
-        bytes are replaced by ``FREE + (count - base)``, one ``base`` per loop (the
+        by one; so does the 3rd vs the 4th item of an array of objects. Counts that
+        stay inside their loop's free range while ``reach`` more bytes are read
+        (``ByteNFA.free_range``) are replaced by ``FREE + (count - base)``, one ``base`` per loop (the
         smallest such count); the guards treat ``FREE + k`` as "inside the free range".
         A token index can then build one row for the stand-in and translate its
         successors back with :meth:`concrete` (symbolic counts are exactly the ones that
@@ -495,7 +511,7 @@ class LazyDFA:
         bases: dict[int, int] = {}
         for loop, values in counts.items():
             free = self.nfa.free_range(loop)
-            if free is not None and all(free[0] <= c and c + reach < free[1] for c in values):
+            if free is not None and all(free[0] <= c and c + 1 + (reach - 1) // free[2] < free[1] for c in values):
                 bases[loop] = min(values)
         if not bases:
             return None
@@ -518,29 +534,36 @@ class LazyDFA:
     # ------------------------------------------------------------------ construction
 
     def _expand_one(self, state: int) -> None:
-        by_byte: list[list[tuple[int, tuple[int, ...]]] | None] = [None] * 256
+        """Fill the state's row: one successor per run of bytes that lead to the same NFA targets.
+
+        A sweep over the edges' range boundaries visits each run of bytes once
+        (a string character's ``[^"\\]`` is a few runs, not 200 bytes).
+        """
         edges = self.nfa.edges
-        for q, counters in self.sets[state]:
-            for lo, hi, target in edges[q]:
-                for byte in range(lo, hi + 1):
-                    bucket = by_byte[byte]
-                    if bucket is None:
-                        by_byte[byte] = [(target, counters)]
-                    else:
-                        bucket.append((target, counters))
-        row = np.full(256, DEAD, dtype=np.int32)
-        successors: dict[tuple[VirtualState, ...], int] = {}
-        for byte, targets in enumerate(by_byte):
-            if targets is None:
+        moves = [(lo, hi, (target, counters)) for q, counters in self.sets[state] for lo, hi, target in edges[q]]
+        bounds: dict[int, list[tuple[bool, int, VirtualState]]] = {}
+        for key, (lo, hi, move) in enumerate(moves):
+            bounds.setdefault(lo, []).append((True, key, move))
+            bounds.setdefault(hi + 1, []).append((False, key, move))
+        row = self.table[state]
+        successors: dict[frozenset[VirtualState], int] = {}
+        active: dict[int, VirtualState] = {}
+        cuts = sorted(bounds)
+        for at, until in zip(cuts, cuts[1:]):
+            for opens, key, move in bounds[at]:
+                if opens:
+                    active[key] = move
+                else:
+                    del active[key]
+            if not active:
                 continue
-            key = tuple(targets)
-            successor = successors.get(key)
+            targets = frozenset(active.values())
+            successor = successors.get(targets)
             if successor is None:
-                closure = self._closure_of(targets)
-                successor = self._intern(closure) if closure else DEAD
-                successors[key] = successor
-            row[byte] = successor
-        self.table[state] = row
+                closure = self._closure_of(list(targets))
+                successor = successors[targets] = self._intern(closure) if closure else DEAD
+                row = self.table[state]  # interning may have grown the table
+            row[at:until] = successor
         self.expanded[state] = True
 
     def _closure_of(self, states: list[VirtualState]) -> frozenset[VirtualState]:
