@@ -93,7 +93,7 @@ class RegexGuide:
         position = int(np.searchsorted(row.token_ids, np.int32(token_id))) if 0 <= token_id < 2**31 else 0
         if position == len(row.token_ids) or row.token_ids[position] != token_id:
             raise TokenRejected(token_id, state, self._why_rejected(token_id))
-        return int(row.next_states[position])
+        return row.successor(position)
 
     def forced_bytes(self, state: int, limit: int = 256) -> bytes:
         """The bytes every continuation from ``state`` must start with (for fast-forward).

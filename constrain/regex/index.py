@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,12 +41,44 @@ SHARED_REACH = 16
 _NO_TOKENS = np.zeros(0, dtype=np.int32)
 
 
-@dataclass(frozen=True)
 class Row:
-    """Allowed token ids of one state (sorted) and the state each one leads to."""
+    """Allowed token ids of one state (sorted) and the state each one leads to.
 
-    token_ids: NDArray[np.int32]
-    next_states: NDArray[np.int32]
+    A row shared between states (see :meth:`LazyDFA.shared`) holds the stand-in's
+    successors and translates one only when a token is taken: a mask needs the ids
+    alone, and a step takes one token, so translating all of a row's successors
+    up front (dozens of state sets to build) would be wasted work. ``targets`` below
+    ``DEAD`` are states of the row's own, stored as ``-(state + 2)``.
+    """
+
+    __slots__ = ("token_ids", "targets", "_translate", "_translated")
+
+    def __init__(
+        self, token_ids: NDArray[np.int32], targets: NDArray[np.int32], translate: Callable[[int], int] | None = None
+    ) -> None:
+        self.token_ids = token_ids
+        self.targets = targets
+        self._translate = translate
+        self._translated: dict[int, int] = {}
+
+    def successor(self, position: int) -> int:
+        """The state that the token at ``position`` of ``token_ids`` leads to."""
+        target = int(self.targets[position])
+        if self._translate is None:
+            return target
+        if target < DEAD:
+            return -target - 2
+        real = self._translated.get(target)
+        if real is None:
+            real = self._translated[target] = self._translate(target)
+        return real
+
+    @property
+    def next_states(self) -> NDArray[np.int32]:
+        """Every token's successor (translating all of them: for exploration, not for stepping)."""
+        if self._translate is None:
+            return self.targets
+        return np.array([self.successor(i) for i in range(len(self.token_ids))], dtype=np.int32)
 
 
 class TokenIndex:
@@ -59,7 +91,7 @@ class TokenIndex:
         self._trie = vocabulary.token_trie()
         self._rows: dict[int, Row] = {}
         #: Rows of symbolic stand-ins, shared by the real states they stand for.
-        self._shared_rows: dict[tuple[int, int], tuple[NDArray[np.int32], list[int], NDArray[np.intp]]] = {}
+        self._shared_rows: dict[tuple[int, int], Row] = {}
         self._longest = len(self._trie.levels)
         self._short = vocabulary.token_trie(max_length=SHARED_REACH)
         self._long = vocabulary.token_trie(min_length=SHARED_REACH + 1)
@@ -115,21 +147,17 @@ class TokenIndex:
         else:
             return self._walk_row(state, self._trie)
         stand_in, bases = shared
-        key = (stand_in, reach)
-        entry = self._shared_rows.get(key)
-        if entry is None:
-            row = self._walk_row(stand_in, trie)
-            successors, inverse = np.unique(row.next_states, return_inverse=True)
-            entry = self._shared_rows[key] = (row.token_ids, successors.tolist(), inverse.reshape(-1))
+        row = self._shared_rows.get((stand_in, reach))
+        if row is None:
+            row = self._shared_rows[(stand_in, reach)] = self._walk_row(stand_in, trie)
             self._entries += len(row.token_ids)
-        token_ids, successors, inverse = entry
-        concrete = np.array([self.dfa.concrete(s, bases) for s in successors], dtype=np.int32)
-        next_states = concrete[inverse]
-        if rest is None or not rest.levels:
-            return Row(token_ids, next_states)
-        long = self._walk_row(state, rest)
-        at = np.searchsorted(token_ids, long.token_ids)
-        return Row(np.insert(token_ids, at, long.token_ids), np.insert(next_states, at, long.next_states))
+        token_ids, targets = row.token_ids, row.targets
+        if rest is not None and rest.levels:
+            long = self._walk_row(state, rest)
+            at = np.searchsorted(token_ids, long.token_ids)
+            token_ids = np.insert(token_ids, at, long.token_ids)
+            targets = np.insert(targets, at, -long.targets - 2)
+        return Row(token_ids, targets, lambda target: self.dfa.concrete(target, bases))
 
     def _walk_row(self, state: int, trie: TokenTrie) -> Row:
         """Walk every token of ``trie`` from ``state`` through the byte DFA, one depth at a time."""
