@@ -38,17 +38,31 @@ DEAD = -1
 class Limits:
     """Compilation limits; exceeding one raises :class:`~constrain.LimitExceededError` naming it.
 
-    ``max_nfa_states`` bounds the size of the pattern's automaton (memory grows
-    with it), ``max_dfa_states`` the deterministic states created while guiding
-    (each holds a token index row), ``max_index_entries`` the total number of
-    (state, token) transitions stored, and ``timeout_s`` the time spent
-    compiling eagerly (``precompute``).
+    The regex and the grammar backend read the same object:
+
+    ``max_nfa_states``
+        States of the nondeterministic automaton: the pattern's, or all of a
+        grammar's terminal patterns together. Memory grows with it.
+    ``max_dfa_states``
+        Deterministic states created while guiding (a pattern's DFA, a grammar's
+        lexer automaton); each holds a row of transitions.
+    ``max_index_entries``
+        Stored (state, token) entries: token index rows, or the tokens held by a
+        grammar guide's cached vocabulary walks. Memory grows with it.
+    ``timeout_s``
+        Time spent compiling eagerly: ``precompute()``, and building a grammar's
+        tables (lark's own LALR construction counts, but cannot be cut short).
+    ``max_parser_stack``
+        Grammar guides only, and the one limit set by the generated text rather
+        than by the pattern: the deepest LALR parser stack a sequence may reach
+        (JSON takes one entry per array level, four per ``{"key": [`` level).
     """
 
     max_nfa_states: int = 2_000_000
     max_dfa_states: int = 200_000
     max_index_entries: int = 200_000_000
     timeout_s: float = 60.0
+    max_parser_stack: int = 10_000
 
 
 class ByteNFA:
