@@ -97,7 +97,7 @@ class Compiler:
         settings = SchemaOptions(**options)
         if settings.max_recursion_depth is None and recursive_refs(loaded):
             grammar, dropped = schema_to_lark(loaded, **options)
-            guide: Any = self.grammar(grammar)
+            guide: Any = self.grammar(grammar, limits=limits)
         else:
             walk = schema_walk(loaded, settings)
             dropped = tuple(walk.dropped)
@@ -109,24 +109,37 @@ class Compiler:
         guide.model_class = schema if isinstance(schema, type) else None
         return guide
 
-    def grammar(self, source: str, *, start: str = "start", always_accept: tuple[str, ...] | None = None) -> "CFGGuide":
+    def grammar(
+        self,
+        source: str,
+        *,
+        start: str = "start",
+        always_accept: tuple[str, ...] | None = None,
+        limits: Limits | None = None,
+    ) -> "CFGGuide":
         """A guide for text that lark's LALR parser accepts: Lark grammar text, or ``"json"`` / ``"sql"``.
 
-        Raises :class:`~constrain.GrammarError` naming the rule or terminal at fault.
+        Raises :class:`~constrain.GrammarError` naming the rule or terminal at fault, and
+        :class:`~constrain.LimitExceededError` past one of ``limits`` (default: the compiler's).
         """
         from .cfg import compile_grammar
 
-        key = ("grammar", source, start, always_accept)
+        limits = limits or self.limits
+        key = ("grammar", source, start, always_accept, limits)
         return self._cached_guide(
-            key, lambda: compile_grammar(source, self.vocabulary, start=start, always_accept=always_accept)
+            key,
+            lambda: compile_grammar(
+                source, self.vocabulary, start=start, always_accept=always_accept, limits=limits
+            ),
         )
 
-    def sql(self, tables: Mapping[str, Sequence[str]]) -> "CFGGuide":
+    def sql(self, tables: Mapping[str, Sequence[str]], *, limits: Limits | None = None) -> "CFGGuide":
         """A SQL guide whose table and column names come from ``tables`` (table name → column names)."""
         from .cfg import compile_sql
 
-        key = ("sql", tuple((table, tuple(columns)) for table, columns in tables.items()))
-        return self._cached_guide(key, lambda: compile_sql(tables, self.vocabulary))
+        limits = limits or self.limits
+        key = ("sql", tuple((table, tuple(columns)) for table, columns in tables.items()), limits)
+        return self._cached_guide(key, lambda: compile_sql(tables, self.vocabulary, limits=limits))
 
     def _cached(
         self, key: tuple[Any, ...], parse: Callable[[], Node], source: str, limits: Limits | None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..regex.automaton import Limits
 from ..vocabulary import Vocabulary
 from .errors import GrammarError
 from .grammar import BUNDLED_OPTIONS, CompiledGrammar, bundled_grammars, lark_parser, load_grammar_source
@@ -32,7 +33,12 @@ __all__ = [
 
 
 def compile_grammar(
-    source: str, vocabulary: Any, *, start: str = "start", always_accept: tuple[str, ...] | None = None
+    source: str,
+    vocabulary: Any,
+    *,
+    start: str = "start",
+    always_accept: tuple[str, ...] | None = None,
+    limits: Limits | None = None,
 ) -> CFGGuide:
     """A guide for the language of a lark grammar (text, or a bundled name: ``"json"``, ``"sql"``).
 
@@ -41,6 +47,10 @@ def compile_grammar(
     lark rejects (undefined symbols, reduce/reduce conflicts), terminals that are
     not regular (lookarounds, anchors, backreferences) and grammars that cannot
     produce any string.
+
+    ``limits`` (default :class:`~constrain.Limits`) bound the compilation and the
+    guide's growth while guiding: past one, :class:`~constrain.LimitExceededError`
+    names it (``docs/cfg.md``, "Limits", says where each applies).
 
     ``always_accept`` names terminals lark's contextual lexer should try in every
     state (lark's ``postlex.always_accept``; see :class:`~constrain.cfg.grammar.WordBoundary`).
@@ -51,7 +61,9 @@ def compile_grammar(
     text, label = load_grammar_source(source)
     if always_accept is None:
         always_accept = BUNDLED_OPTIONS.get(label, {}).get("always_accept", ())
-    grammar = CompiledGrammar(text, vocab, start=start, label=label, always_accept=always_accept)
+    grammar = CompiledGrammar(
+        text, vocab, start=start, label=label, always_accept=always_accept, limits=limits
+    )
     return CFGGuide(grammar, vocab)
 
 

@@ -9,12 +9,18 @@ re-executes that table incrementally. Nothing of lark is subclassed or patched.
 Parser stacks are *interned*: a stack is an int id naming (top state, parent id),
 so a guide state is a small tuple of ints and bytes, hashing and comparing it is
 O(1), and sequences that reach the same stack share it.
+
+Compilation runs under :class:`~constrain.Limits`: ``timeout_s`` from the start
+(lark's table construction cannot be interrupted, so it is checked when lark
+returns), ``max_nfa_states`` for the terminals, ``max_dfa_states`` for the lexer;
+stacks deeper than ``max_parser_stack`` raise while guiding.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -26,6 +32,8 @@ from lark.exceptions import LarkError
 from lark.lexer import UnlessCallback
 from lark.parsers.lalr_analysis import Shift
 
+from ..errors import LimitExceededError
+from ..regex.automaton import Limits
 from ..vocabulary import Vocabulary
 from .errors import GrammarError
 from .lexer import EmitTable, LexerContext, LexerDFA
@@ -39,6 +47,7 @@ __all__ = [
     "WordBoundary",
     "BUNDLED_OPTIONS",
     "END",
+    "Deadline",
 ]
 
 END = "$END"
@@ -106,10 +115,30 @@ def load_grammar_source(source: str) -> tuple[str, str]:
 # ---------------------------------------------------------------------- parser tables
 
 
-class Stacks:
-    """Interned LALR stacks: id → (top state, parent id); id 0 is the start stack."""
+class Deadline:
+    """``timeout_s`` seconds from now; :meth:`check` raises the ``timeout_s`` limit once they are past."""
 
-    def __init__(self, start_state: int) -> None:
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.at = time.monotonic() + timeout_s
+
+    def check(self, stage: str) -> None:
+        """Raise if the time is up; ``stage`` says where the work was ("while ...")."""
+        if time.monotonic() > self.at:
+            message = f"time ran out {stage}; raise Limits.timeout_s"
+            raise LimitExceededError("timeout_s", self.timeout_s, message)
+
+
+class Stacks:
+    """Interned LALR stacks: id → (top state, parent id); id 0 is the start stack.
+
+    A stack is never deeper than ``max_depth`` entries: the push that would make one
+    raises the ``max_parser_stack`` limit. Depth follows the text's nesting, so this
+    is the one limit the generated text, not the grammar, runs into.
+    """
+
+    def __init__(self, start_state: int, max_depth: int = Limits.max_parser_stack) -> None:
+        self.max_depth = max_depth
         self.top: list[int] = [start_state]
         self.parent: list[int] = [-1]
         self.depth: list[int] = [1]
@@ -124,6 +153,12 @@ class Stacks:
         with self._lock:
             found = self._ids.get(key)
             if found is None:
+                if self.depth[parent] >= self.max_depth:
+                    raise LimitExceededError(
+                        "max_parser_stack", self.max_depth,
+                        "the text nests deeper than the parser stack may grow; "
+                        "raise Limits.max_parser_stack",
+                    )  # fmt: skip
                 found = len(self.top)
                 self.top.append(state)
                 self.parent.append(parent)
@@ -171,7 +206,11 @@ class _Rule:
 
 
 class CompiledGrammar:
-    """Lark's LALR parser and contextual lexer for one grammar, as guide-ready tables."""
+    """Lark's LALR parser and contextual lexer for one grammar, as guide-ready tables.
+
+    ``limits`` (default :class:`~constrain.Limits`) bound the build and the guide's
+    later growth; see the module docstring.
+    """
 
     def __init__(
         self,
@@ -181,12 +220,16 @@ class CompiledGrammar:
         start: str = "start",
         label: str = "grammar",
         always_accept: tuple[str, ...] = (),
+        limits: Limits | None = None,
     ) -> None:
         self.text = text
         self.label = label
         self.start = start
         self.always_accept = tuple(always_accept)
+        self.limits = limits or Limits()
+        deadline = Deadline(self.limits.timeout_s)
         self.lark = _build_lark(text, start, self.always_accept)
+        deadline.check("in lark's LALR table construction (not interruptible: checked when it returned)")
         frontend = self.lark.parser
         lexer = getattr(frontend, "lexer", None)
         if self.always_accept:
@@ -208,12 +251,13 @@ class CompiledGrammar:
 
         # The NFA of all terminals, with lark's global regex flags.
         flags = int(getattr(self.lark.options, "g_regex_flags", 0) or 0)
-        self.nfa = PriorityNFA(vocabulary.byte_alphabet)
+        self.nfa = PriorityNFA(vocabulary.byte_alphabet, self.limits)
         self.entries: list[int] = []
         for i, name in enumerate(self.names):
+            deadline.check("while building the terminals' automaton")
             pattern = self.terminal_defs[name].pattern.to_regexp()
             try:
-                entry, _ = self.nfa.add_terminal(i, pattern, flags)
+                entry, _ = self.nfa.add_terminal(i, pattern, flags, name=name)
             except NotRegular as exc:
                 raise GrammarError(
                     f"terminal pattern /{pattern}/ uses {exc.feature}, which a finite automaton cannot "
@@ -248,7 +292,7 @@ class CompiledGrammar:
         ]
         self.start_state = int(table.start_states[start])
         self.end_state = int(table.end_states[start])
-        self.stacks = Stacks(self.start_state)
+        self.stacks = Stacks(self.start_state, self.limits.max_parser_stack)
         self._feed_memo: dict[tuple[int, str], tuple[int, int]] = {}
         self._floors = threading.local()
         self._can_take: dict[tuple[int, frozenset[str]], tuple[bool, int]] = {}
@@ -262,6 +306,7 @@ class CompiledGrammar:
         for state in range(self.num_states):
             basic = lexer.lexers.get(state)
             if basic is not None and id(basic) not in specs:
+                deadline.check("while reading lark's lexer contexts")
                 spec = _context_spec(basic, self.index)
                 specs[id(basic)] = spec
                 for retok, strings in spec.unless:
@@ -282,6 +327,7 @@ class CompiledGrammar:
                 continue
             start_state = starts.get(id(basic))
             if start_state is None:
+                deadline.check("while building the lexer contexts")
                 start_state = self.lexer.add_context(specs[id(basic)])
                 starts[id(basic)] = start_state
             self.start_of_state[state] = start_state
@@ -397,16 +443,27 @@ class CompiledGrammar:
         for i, name in enumerate(self.names):
             if self.nfa.live[self.entries[i]]:
                 productive.add(name)
-        changed = True
-        while changed:
-            changed = False
-            for rule in rules:
-                origin = rule.origin.name
-                if origin in productive:
-                    continue
-                if all(symbol.name in productive for symbol in rule.expansion):
+        # A rule finishes once every symbol it uses does. In linear time (a fixed-point loop
+        # over all rules is quadratic on long rule chains): each rule counts the symbols it
+        # still waits for, and each symbol found productive wakes the rules that use it.
+        waiting: list[int] = []
+        users: dict[str, list[int]] = {}
+        found: list[str] = []
+        for number, rule in enumerate(rules):
+            needs = {symbol.name for symbol in rule.expansion} - productive
+            waiting.append(len(needs))
+            for name in needs:
+                users.setdefault(name, []).append(number)
+            if not needs and rule.origin.name not in productive:
+                productive.add(rule.origin.name)
+                found.append(rule.origin.name)
+        while found:
+            for number in users.get(found.pop(), ()):
+                waiting[number] -= 1
+                origin = rules[number].origin.name
+                if not waiting[number] and origin not in productive:
                     productive.add(origin)
-                    changed = True
+                    found.append(origin)
         reachable: set[str] = set()
         stack = [self.start]
         by_origin: dict[str, list[Any]] = {}

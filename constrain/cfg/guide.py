@@ -22,7 +22,6 @@ the whole vocabulary at once (tests compare the two).
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from typing import Optional
 
@@ -32,7 +31,7 @@ from numpy.typing import NDArray
 from ..errors import TokenRejected
 from ..guide import bitmask_from_token_ids
 from ..vocabulary import Vocabulary
-from .grammar import CompiledGrammar
+from .grammar import CompiledGrammar, Deadline
 from .index import MaskIndex
 from .lexer import DEAD
 
@@ -218,14 +217,14 @@ class CFGGuide:
 
         Masks are computed lazily; the first visit of a lexer context costs a walk of
         the whole vocabulary (milliseconds). Calling this once after compiling moves
-        those walks out of generation. Returns the number of walks built; stops early
-        after ``timeout_s`` seconds.
+        those walks out of generation. Returns the number of walks built. Raises the
+        ``timeout_s`` limit after ``timeout_s`` seconds (default: the guide's
+        ``Limits.timeout_s``); the walks built so far stay cached.
         """
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        deadline = Deadline(self.grammar.limits.timeout_s if timeout_s is None else timeout_s)
         built = 0
         for q in sorted(set(self.grammar.start_of_state)):
-            if deadline is not None and time.monotonic() > deadline:
-                break
+            deadline.check("in precompute (a vocabulary walk from each lexer context)")
             before = self.index.nodes_built
             self.index.root(q)
             built += self.index.nodes_built - before

@@ -19,6 +19,10 @@ are carried together and every (lexer state, suffix set) is walked once. At mask
 time only the parser runs: for each group the parser takes the emission (a
 memoised table lookup), which picks the child, and the mask is the OR of the
 reached nodes' packed token sets. ``docs/cfg.md`` has the whole picture.
+
+Cached walks hold each of their tokens once (as an id, a bit, or a row of a
+continuation group); ``Limits.max_index_entries`` bounds that total, counted
+as each walk is cached.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import LimitExceededError
 from .lexer import DEAD, UNEXPANDED, LexerDFA
 
 if TYPE_CHECKING:
@@ -85,6 +90,8 @@ class MaskIndex:
         self._nodes: dict[tuple[int, int, int, bool], Node] = {}
         self._lock = threading.RLock()
         self.nodes_built = 0
+        #: Tokens held by the cached walks, against ``Limits.max_index_entries``.
+        self.entries = 0
         self.computed = 0
         # Masks are cached by *stack signature*: the lexer part of the state plus only
         # the top entries of the parser stack that computing the mask actually read.
@@ -366,11 +373,16 @@ class MaskIndex:
                 last_pos, lengths = last_pos[:cut], lengths[:cut]
         for key_pm, id_list in inside_lists.items():
             inside_chunks.setdefault(key_pm, []).append(np.array(id_list, dtype=np.int64))
+        held = ended_ids.size
         for (possible_id, matched), chunks in inside_chunks.items():
-            inside.append((possible_id, matched, self._token_set(np.concatenate(chunks))))
+            inside_ids = np.concatenate(chunks)
+            held += inside_ids.size
+            inside.append((possible_id, matched, self._token_set(inside_ids)))
         for (emission_id, resume), chunks in pending_groups.items():
             rows_of_group = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+            held += rows_of_group.size
             groups.append((emission_id, resume, self._intern_rows(rows_of_group)))
+        self._hold(held)
         # Order each group's names by how many groups share them, so the name that settles
         # most groups is asked first.
         shared: dict[str, int] = {}
@@ -386,6 +398,18 @@ class MaskIndex:
             for lead, members in buckets.items()
         ]
         return Node(ended, bucketed, groups)
+
+    def _hold(self, count: int) -> None:
+        """Count a new walk's tokens against ``Limits.max_index_entries`` (called under the lock)."""
+        limit = self.grammar.limits.max_index_entries
+        if self.entries + count > limit:
+            raise LimitExceededError(
+                "max_index_entries", limit,
+                "the cached vocabulary walks would hold more token entries than allowed (a walk "
+                "from each lexer state met holds up to the whole vocabulary); "
+                "raise Limits.max_index_entries",
+            )  # fmt: skip
+        self.entries += count
 
     def _walk_tail(
         self,

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import LimitExceededError
 from .pyregex import PriorityNFA
 
 __all__ = ["DEAD", "UNEXPANDED", "LexerContext", "EmitTable", "LexerDFA"]
@@ -96,6 +97,9 @@ class LexerDFA:
     the two terminals (same priority, the regex matches the string), never on the
     context, and the shadow set only ever holds strings of the current context, so
     renaming needs no per-context data.
+
+    States are created lazily (mostly while masks are computed), up to the NFA's
+    ``limits.max_dfa_states``; the next one raises :class:`~constrain.LimitExceededError`.
     """
 
     def __init__(
@@ -107,6 +111,7 @@ class LexerDFA:
         names: list[str],
     ) -> None:
         self.nfa = nfa
+        self.limits = nfa.limits
         self.entries = entries
         self.emits = emits
         self.names = names
@@ -224,6 +229,12 @@ class LexerDFA:
         found = self._ids.get(key)
         if found is not None:
             return found
+        if len(self._keys) >= self.limits.max_dfa_states:
+            raise LimitExceededError(
+                "max_dfa_states", self.limits.max_dfa_states,
+                "the grammar's lexer needs more automaton states than allowed (long bounded repeats "
+                "in terminals, many terminals sharing prefixes); raise Limits.max_dfa_states",
+            )  # fmt: skip
         possible = {self.names[t] for t in owners}
         if final_name is not None:
             possible.add(final_name)

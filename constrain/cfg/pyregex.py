@@ -25,6 +25,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from ..errors import LimitExceededError
+from ..regex.automaton import Limits
 from ..regex.utf8 import MAX_CODEPOINT, add_utf8_trie, byte_runs, clip_to_runs, complement_ranges
 
 try:  # Python 3.11+
@@ -40,8 +42,6 @@ _I = sre_c.SRE_FLAG_IGNORECASE
 _S = sre_c.SRE_FLAG_DOTALL
 _A = sre_c.SRE_FLAG_ASCII
 _MAXREPEAT = sre_c.MAXREPEAT
-#: Bounded repeats are unrolled; beyond this many copies the automaton would be huge.
-MAX_UNROLL = 1000
 
 Ranges = tuple[tuple[int, int], ...]
 
@@ -62,25 +62,33 @@ class PriorityNFA:
     are disjoint so no order is needed) or an *accept* state (``accept[q]`` is the
     terminal index, else -1). ``owner[q]`` is the terminal whose fragment holds
     ``q``. ``alphabet`` drops bytes no token contains.
+
+    Bounded repeats are unrolled, one copy of the body per count, so the state
+    count is what ``limits.max_nfa_states`` bounds (for all terminals together);
+    a repeat whose copies would pass it is refused before they are built.
     """
 
-    def __init__(self, alphabet: bytes = b"\x01" * 256) -> None:
+    def __init__(self, alphabet: bytes = b"\x01" * 256, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
         self.accept: list[int] = []
         self.owner: list[int] = []
         self._runs = byte_runs(alphabet)
         self._owner = -1
+        self._name = ""
         self.live: bytearray = bytearray()
 
-    def add_terminal(self, index: int, pattern: str, flags: int = 0) -> tuple[int, int]:
-        """Build ``pattern`` as terminal ``index``; returns (entry, accept) states.
+    def add_terminal(self, index: int, pattern: str, flags: int = 0, *, name: str = "") -> tuple[int, int]:
+        """Build ``pattern`` as terminal ``index`` (``name`` is for messages); returns (entry, accept) states.
 
         Raises :class:`NotRegular` for lookarounds, anchors, backreferences,
-        atomic groups and possessive repeats, and ``re.error`` for bad syntax.
+        atomic groups and possessive repeats, ``re.error`` for bad syntax, and
+        :class:`~constrain.LimitExceededError` past ``limits.max_nfa_states``.
         """
         parsed = sre_parse.parse(pattern, flags)
         self._owner = index
+        self._name = name or f"#{index}"
         entry, exit_ = self._seq(list(parsed), parsed.state.flags)
         accept = self._state()
         self.accept[accept] = index
@@ -109,11 +117,23 @@ class PriorityNFA:
     # ------------------------------------------------------------------ construction
 
     def _state(self) -> int:
+        self._reserve(1)
         self.eps.append([])
         self.edges.append([])
         self.accept.append(-1)
         self.owner.append(self._owner)
         return len(self.eps) - 1
+
+    def _reserve(self, count: int) -> None:
+        """Refuse before ``count`` more states would pass ``limits.max_nfa_states``."""
+        limit = self.limits.max_nfa_states
+        if len(self.eps) + count > limit:
+            raise LimitExceededError(
+                "max_nfa_states", limit,
+                f"the grammar's terminal patterns need more automaton states than allowed (at terminal "
+                f"{self._name}: bounded repeats are unrolled, large Unicode classes take many states); "
+                "raise Limits.max_nfa_states or simplify the pattern",
+            )  # fmt: skip
 
     def _seq(self, items: list[tuple[Any, Any]], flags: int) -> tuple[int, int]:
         entry = current = self._state()
@@ -157,27 +177,53 @@ class PriorityNFA:
     def _repeat(
         self, body: list[tuple[Any, Any]], low: int, high: int | None, greedy: bool, flags: int
     ) -> tuple[int, int]:
-        if max(low, high or 0) > MAX_UNROLL:
-            raise NotRegular(f"a bounded repeat over {MAX_UNROLL} (too large to unroll)")
+        # One copy of the body per count: ``low`` required ones, then ``high - low`` optional
+        # ones, or a single looping one.
+        fragments = self._copies(body, flags, low + 1 if high is None else high)
         entry = current = self._state()
-        for _ in range(low):
-            start, end = self._seq(body, flags)
+        for start, end in fragments[:low]:
             self.eps[current].append(start)
             current = end
         exit_ = self._state()
         if high is None:
             loop = self._state()
+            start, end = fragments[low]
             self.eps[current].append(loop)
-            start, end = self._seq(body, flags)
             self.eps[loop].extend([start, exit_] if greedy else [exit_, start])
             self.eps[end].append(loop)
             return entry, exit_
-        for _ in range(high - low):
-            start, end = self._seq(body, flags)
+        for start, end in fragments[low:]:
             self.eps[current].extend([start, exit_] if greedy else [exit_, start])
             current = end
         self.eps[current].append(exit_)
         return entry, exit_
+
+    def _copies(self, body: list[tuple[Any, Any]], flags: int, count: int) -> list[tuple[int, int]]:
+        """``count`` unconnected fragments matching ``body``: one built, the others copies of it.
+
+        A fresh fragment only has edges among its own states, so a copy is its slice
+        of the tables shifted by an offset, much cheaper than building it again (a
+        ``\\w`` is hundreds of UTF-8 trie states). The first fragment's size also
+        tells what the copies will take, so ``(x{1000}){1000}`` is refused before a
+        million of them are made.
+        """
+        self._reserve(count)
+        if not count:
+            return []
+        base = len(self.eps)
+        entry, exit_ = self._seq(body, flags)
+        top = len(self.eps)
+        self._reserve((top - base) * (count - 1))
+        fragments = [(entry, exit_)]
+        for _ in range(count - 1):
+            offset = len(self.eps) - base
+            for q in range(base, top):
+                self.eps.append([t + offset for t in self.eps[q]])
+                self.edges.append([(lo, hi, t + offset) for lo, hi, t in self.edges[q]])
+            self.accept += self.accept[base:top]
+            self.owner += self.owner[base:top]
+            fragments.append((entry + offset, exit_ + offset))
+        return fragments
 
     def _charset(self, ranges: Ranges) -> tuple[int, int]:
         """One code point of ``ranges`` as a trie of UTF-8 byte ranges (deterministic)."""

@@ -28,6 +28,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..regex.automaton import Limits
 from ..vocabulary import Vocabulary
 from .errors import GrammarError
 from .grammar import BUNDLED_OPTIONS, CompiledGrammar, lark_parser, load_grammar_source
@@ -119,11 +120,22 @@ def sql_grammar(tables: Mapping[str, Sequence[str]]) -> str:
     return text + "\n".join(extra) + "\n"
 
 
-def compile_sql(tables: Mapping[str, Sequence[str]], vocabulary: Any, *, start: str = "start") -> CFGGuide:
-    """A guide for the bundled SQL dialect whose table and column names come from ``tables``."""
+def compile_sql(
+    tables: Mapping[str, Sequence[str]],
+    vocabulary: Any,
+    *,
+    start: str = "start",
+    limits: Limits | None = None,
+) -> CFGGuide:
+    """A guide for the bundled SQL dialect whose table and column names come from ``tables``.
+
+    ``limits`` are those of :func:`~constrain.cfg.compile_grammar`.
+    """
     vocab = vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary.from_tokenizer(vocabulary)
     text = sql_grammar(tables)
-    grammar = CompiledGrammar(text, vocab, start=start, label="sql(schema)", always_accept=SQL_ALWAYS_ACCEPT)
+    grammar = CompiledGrammar(
+        text, vocab, start=start, label="sql(schema)", always_accept=SQL_ALWAYS_ACCEPT, limits=limits
+    )
     return CFGGuide(grammar, vocab)
 
 
