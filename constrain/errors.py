@@ -60,10 +60,14 @@ class EmptyLanguageError(PatternError):
 
 
 class LimitExceededError(ConstrainError):
-    """A compilation limit (``limit`` names it: states, time, memory) was reached."""
+    """A limit of :class:`~constrain.Limits` (``limit`` names the field: states, time, memory) was reached.
+
+    Most are reached while compiling; lazily built states and the parser stack's depth
+    can also be reached while generating.
+    """
 
     def __init__(self, limit: str, value: float, message: str) -> None:
-        super().__init__(f"compilation limit {limit}={value} exceeded: {message}")
+        super().__init__(f"limit {limit}={value} exceeded: {message}")
         self.limit = limit
         self.value = value
 
