@@ -11,8 +11,8 @@ so a guide state is a small tuple of ints and bytes, hashing and comparing it is
 O(1), and sequences that reach the same stack share it.
 
 Compilation runs under :class:`~constrain.Limits`: ``timeout_s`` from the start
-(lark's table construction cannot be interrupted, so it is checked when lark
-returns), ``max_nfa_states`` for the terminals, ``max_dfa_states`` for the lexer;
+(lark's table construction cannot be interrupted, so it runs in a thread the
+compile stops waiting for at the deadline), ``max_nfa_states`` for the terminals, ``max_dfa_states`` for the lexer;
 stacks deeper than ``max_parser_stack`` raise while guiding.
 """
 
@@ -228,8 +228,7 @@ class CompiledGrammar:
         self.always_accept = tuple(always_accept)
         self.limits = limits or Limits()
         deadline = Deadline(self.limits.timeout_s)
-        self.lark = _build_lark(text, start, self.always_accept)
-        deadline.check("in lark's LALR table construction (not interruptible: checked when it returned)")
+        self.lark = _build_lark_within(text, start, self.always_accept, self.limits.timeout_s)
         frontend = self.lark.parser
         lexer = getattr(frontend, "lexer", None)
         if self.always_accept:
@@ -547,6 +546,36 @@ def lark_parser(text: str, *, start: str = "start", always_accept: tuple[str, ..
     if always_accept:
         options["postlex"] = WordBoundary(always_accept)
     return lark.Lark(text, **options)
+
+
+def _build_lark_within(text: str, start: str, always_accept: tuple[str, ...], timeout_s: float) -> lark.Lark:
+    """lark's parser, or ``LimitExceededError("timeout_s")`` once ``timeout_s`` has passed.
+
+    lark's LALR construction cannot be interrupted and grows steeply with some grammar
+    shapes (minutes for a few hundred mutually recursive alternatives), so it runs in a
+    daemon thread and the caller stops waiting at the deadline; the abandoned
+    construction finishes in the background and is discarded.
+    """
+    outcome: list[Any] = []
+
+    def build() -> None:
+        try:
+            outcome.append(_build_lark(text, start, always_accept))
+        except BaseException as exc:  # handed to the waiting caller below
+            outcome.append(exc)
+
+    worker = threading.Thread(target=build, name="constrain-lark-build", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise LimitExceededError(
+            "timeout_s", timeout_s,
+            "lark's LALR table construction is still running (it goes on in the background and is "
+            "discarded); simplify the grammar or raise Limits.timeout_s",
+        )  # fmt: skip
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
 
 
 def _build_lark(text: str, start: str, always_accept: tuple[str, ...] = ()) -> lark.Lark:
