@@ -93,15 +93,17 @@ def run_engines(setup: _common.Setup, cases: list[Case], args: argparse.Namespac
 
 
 def case_summary(result: dict[str, Any]) -> dict[str, Any]:
-    """One worker answer reduced to what the tables need: cold and warm step percentiles, verdicts."""
+    """One worker answer reduced to its compile median, verdicts and step times: the first walk cold, the rest warm."""
     records = result.get("instances", [])
     out: dict[str, Any] = {
         "status": result["status"],
         "compile_ms": _common.median(result.get("compile_ms") or []),
         "accepted": [record.get("accepted") for record in records],
+        "cold_steps_us": records[0].get("steps_us", []) if records else [],
+        "warm_steps_us": [t for record in records[1:] for t in record.get("steps_us", [])],
     }
-    for key, record in zip(("cold_us", "warm_us"), records):
-        out[key] = _common.percentiles(record.get("steps_us", []))
+    out["cold_us"] = _common.percentiles(out["cold_steps_us"])
+    out["warm_us"] = _common.percentiles(out["warm_steps_us"])
     if result.get("error"):
         out["error"] = result["error"]
     return out
@@ -117,21 +119,40 @@ def instance(setup: _common.Setup, value: Any) -> Instance | None:
 # ---------------------------------------------------------------------- vocabulary scaling
 
 
-def corpus_case(name: str, setup: _common.Setup) -> Case:
+def corpus_case(name: str, setup: _common.Setup, walks: int) -> Case:
     schema = json.loads((_common.HERE / "schemas" / f"{name}.json").read_text())
     examples = json.loads((_common.HERE / "schemas" / f"{name}.examples.json").read_text())["instances"]
-    return walked_twice(Case(name, "scaling", schema), instance(setup, examples[0]))
+    return walked(Case(name, "scaling", schema), instance(setup, examples[0]), walks)
 
 
-def enum_case(n: int, setup: _common.Setup) -> Case:
+def enum_case(n: int, setup: _common.Setup, walks: int) -> Case:
     names = place_names(n)
-    return walked_twice(Case(f"enum_{n}", "scaling", {"type": "string", "enum": names}), instance(setup, names[n // 2]))
+    return walked(Case(f"enum_{n}", "scaling", {"type": "string", "enum": names}), instance(setup, names[n // 2]), walks)
 
 
-def walked_twice(case: Case, tokenized: Instance | None) -> Case:
-    """The case with its instance twice: the worker's first walk is cold, the second warm."""
-    case.instances = [] if tokenized is None else [tokenized, tokenized]
+def walked(case: Case, tokenized: Instance | None, walks: int) -> Case:
+    """The case with its instance ``1 + walks`` times: the worker's first walk is cold, the others warm."""
+    case.instances = [] if tokenized is None else [tokenized] * (1 + walks)
     return case
+
+
+def pool_steps(points: list[dict[str, Any]]) -> None:
+    """Set each point's ``pooled``: per engine, cold and warm step percentiles over the common schemas.
+
+    Common = walked by every available engine at every vocabulary size, so that an engine
+    that refuses (or times out on) the hardest schema somewhere does not look faster for it.
+    """
+    runs = [{engine: run["cases"] for engine, run in p["engines"].items() if run.get("available")} for p in points]
+    common = [name for name in points[0]["schemas"]
+              if all(cases[name]["status"] == "ok" and cases[name]["warm_steps_us"]
+                     for point_runs in runs for cases in point_runs.values())]  # fmt: skip
+    for point, point_runs in zip(points, runs):
+        point["pooled"] = {"schemas": common}
+        for engine, cases in point_runs.items():
+            point["pooled"][engine] = {
+                key: _common.percentiles([t for name in common for t in cases[name][f"{key}_steps_us"]])
+                for key in ("cold", "warm")
+            }
 
 
 def vocabulary_point(name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -161,7 +182,7 @@ def vocabulary_point(name: str, args: argparse.Namespace) -> dict[str, Any]:
             budget_s=args.budget, tracemalloc_max_ms=args.budget * 1e3,
             states=lambda guide: {"dfa": guide.index.dfa.num_states, "rows": guide.index.num_built_rows},
         )  # fmt: skip
-    cases = [corpus_case(schema, setup) for schema in SCHEMAS] + [enum_case(100, setup)]
+    cases = [corpus_case(schema, setup, args.walks) for schema in SCHEMAS] + [enum_case(100, setup, args.walks)]
     out["schemas"] = [case.name for case in cases]
     out["engines"] = run_engines(setup, cases, args)
     return out
@@ -196,14 +217,16 @@ def constrain_footprint(schema: Any, vocabulary: Any) -> dict[str, Any]:
 
 
 def schema_growth(setup: _common.Setup, args: argparse.Namespace) -> dict[str, Any]:
+    """Every axis's schemas through every engine (one worker each for all of them), then constrain's footprint."""
+    sizes = {axis: quick if args.quick else full for axis, (_, _, quick, full) in AXES.items()}
+    cases = {(axis, n): Case(f"{axis}_{n}", "scaling", AXES[axis][1](n)) for axis in AXES for n in sizes[axis]}
+    print(f"  schema size: {len(cases)} schemas", file=sys.stderr, flush=True)
+    engines = run_engines(setup, list(cases.values()), args)
     out: dict[str, Any] = {}
-    for axis, (counts, build, quick_sizes, full_sizes) in AXES.items():
-        sizes = quick_sizes if args.quick else full_sizes
-        cases = [Case(f"{axis}_{n}", "scaling", build(n)) for n in sizes]
-        print(f"  {axis}: {', '.join(map(str, sizes))}", file=sys.stderr, flush=True)
-        engines = run_engines(setup, cases, args)
+    for axis, (counts, _, _, _) in AXES.items():
         points = []
-        for n, case in zip(sizes, cases):
+        for n in sizes[axis]:
+            case = cases[axis, n]
             point: dict[str, Any] = {"size": n, "schema_chars": len(json.dumps(case.schema))}
             point["constrain_footprint"] = constrain_footprint(case.schema, setup.vocabulary)
             point["engines"] = {
@@ -211,8 +234,7 @@ def schema_growth(setup: _common.Setup, args: argparse.Namespace) -> dict[str, A
                 for engine, run in engines.items()
             }
             points.append(point)
-        versions = {engine: run.get("version") for engine, run in engines.items()}
-        out[axis] = {"counts": counts, "points": points, "versions": versions}
+        out[axis] = {"counts": counts, "points": points}
     return out
 
 
@@ -264,6 +286,18 @@ def vocabulary_tables(points: list[dict[str, Any]]) -> list[str]:
                 f"| {'–' if not warm else _common.fmt(warm['p50']) + ' / ' + _common.fmt(warm['p99'])} "
                 f"| {r['states']['dfa']:,} | {_common.fmt(r.get('peak_mib'))} |"
             )
+    common = ", ".join(points[0]["pooled"]["schemas"]) if points else ""
+    lines += ["", f"Schema steps pooled over the schemas every engine walked at every size ({common}): µs p50 / p99 "
+              "of the cold walk; of the warm walks.", "",
+              "| tokenizer | " + " | ".join(ENGINES) + " |", "|---|" + "--:|" * len(ENGINES)]  # fmt: skip
+    for p in points:
+        cells = []
+        for engine in ENGINES:
+            cold, warm = (p["pooled"].get(engine, {}).get(key) for key in ("cold", "warm"))
+            cells.append("–" if not cold or not warm else
+                         f"{_common.fmt(cold['p50'])} / {_common.fmt(cold['p99'])}; "
+                         f"{_common.fmt(warm['p50'])} / {_common.fmt(warm['p99'])}")  # fmt: skip
+        lines.append(f"| {p['tokenizer']} | " + " | ".join(cells) + " |")
     schemas = points[0]["schemas"] if points else []
     lines += ["", "Schemas, every engine in its own worker: compile ms, then step µs p50 / p99 of the cold walk "
               "and of the warm one (✗: the engine rejected the instance).", "",
@@ -305,10 +339,10 @@ def growth_exponent(sizes: Sequence[float], values: Sequence[float]) -> float | 
     return math.log(values[-1] / values[0]) / math.log(sizes[-1] / sizes[0])
 
 
-def worst_step_p99(run: dict[str, Any], key: str) -> float | None:
-    """The largest step p99 (``cold_us`` or ``warm_us``) over the schemas an engine compiled and walked."""
-    p99 = [c[key]["p99"] for c in run.get("cases", {}).values() if c.get(key)]
-    return max(p99) if p99 else None
+def pooled(point: dict[str, Any], engine: str, key: str, q: str = "p99") -> float | None:
+    """An engine's pooled step percentile (``key`` cold or warm) at one vocabulary size, if it walked them."""
+    stats = point["pooled"].get(engine, {}).get(key)
+    return stats[q] if stats else None
 
 
 def findings(payload: dict[str, Any]) -> list[str]:
@@ -324,10 +358,10 @@ def findings(payload: dict[str, Any]) -> list[str]:
             f"{_common.fmt(last['vocabulary_peak_mib'])} MiB peak)"
         )
         for engine in ENGINES:
-            cold = [worst_step_p99(p["engines"].get(engine, {}), "cold_us") for p in (first, last)]
-            warm = [worst_step_p99(p["engines"].get(engine, {}), "warm_us") for p in (first, last)]
+            cold = [pooled(p, engine, "cold") for p in (first, last)]
+            warm = [pooled(p, engine, "warm") for p in (first, last)]
             if None not in cold + warm:
-                out.append(f"{engine}: worst schema step p99 cold {_common.fmt(cold[0])} → {_common.fmt(cold[1])} µs, "
+                out.append(f"{engine}: schema step p99 cold {_common.fmt(cold[0])} → {_common.fmt(cold[1])} µs, "
                            f"warm {_common.fmt(warm[0])} → {_common.fmt(warm[1])} µs from {first['tokenizer']} "
                            f"to {last['tokenizer']}")  # fmt: skip
     for axis, data in (payload.get("schema_size") or {}).items():
@@ -381,13 +415,13 @@ def markdown(payload: dict[str, Any]) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="fewer sizes, 2 repeats, 5 warm walks, 5 s budget")
+    parser.add_argument("--quick", action="store_true", help="fewer sizes, 2 repeats, 5 warm walks, 3 s budget")
     parser.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of " + ",".join(ENGINES))
     parser.add_argument("--parts", default="vocabulary,schema", help="vocabulary, schema or both")
     parser.add_argument("--tokenizers", default=",".join(_common.TOKENIZERS), help="for the vocabulary part")
     parser.add_argument("--repeats", type=int, help="constrain regex compiles (default 3, --quick 2)")
     parser.add_argument("--walks", type=int, help="warm walks per regex (default 20, --quick 5)")
-    parser.add_argument("--budget", type=float, help="seconds per engine and schema (default 30, --quick 5)")
+    parser.add_argument("--budget", type=float, help="seconds per engine and schema (default 30, --quick 3)")
     parser.add_argument("--grace", type=float, default=3.0, help="a worker this late past its budget is killed")
     parser.add_argument("--output-dir", type=Path, default=_common.RESULTS_DIR)
     args = parser.parse_args(argv)
@@ -398,7 +432,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.parts = set(args.parts.split(","))
     args.repeats = args.repeats or (2 if args.quick else 3)
     args.walks = args.walks or (5 if args.quick else 20)
-    args.budget = args.budget or (5.0 if args.quick else 30.0)
+    args.budget = args.budget or (3.0 if args.quick else 30.0)
     return args
 
 
@@ -411,6 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in args.tokenizers.split(","):
             print(f"  vocabulary: {name}", file=sys.stderr, flush=True)
             payload["vocabulary"].append(vocabulary_point(name, args))
+        pool_steps(payload["vocabulary"])
     if "schema" in args.parts:
         payload["schema_size"] = schema_growth(_common.load_setup("smollm2"), args)
     payload["meta"] = {
