@@ -86,6 +86,15 @@ def test_nfa_limit_is_named(compiler: constrain.Compiler) -> None:
         compiler.choice(options, limits=constrain.Limits(max_nfa_states=1_000))
 
 
+def test_compile_time_limit_is_named(compiler: constrain.Compiler) -> None:
+    # 50k alternatives take 50k+ automaton states to build: past a zero time budget at the first check.
+    options = [f"option-{i}" for i in range(50_000)]
+    with pytest.raises(constrain.LimitExceededError, match="timeout_s") as info:
+        compiler.choice(options, limits=constrain.Limits(timeout_s=0.0))
+    assert info.value.limit == "timeout_s"
+    assert compiler.choice(options[:10], limits=constrain.Limits(timeout_s=0.0)).initial_state >= 0
+
+
 def test_long_bounded_repeats_use_counters_not_copies(compiler: constrain.Compiler) -> None:
     guide = compiler.regex(r"(ab|cd){2,100000}x")
     assert len(guide.index.dfa.nfa) < 100

@@ -50,8 +50,8 @@ class Limits:
         Stored (state, token) entries: token index rows, or the tokens held by a
         grammar guide's cached vocabulary walks. Memory grows with it.
     ``timeout_s``
-        Time spent compiling eagerly: ``precompute()``, and building a grammar's
-        tables (lark's own LALR construction counts, but cannot be cut short).
+        Time spent compiling: building a pattern's automaton, ``precompute()``, and
+        building a grammar's tables (lark's own LALR construction included).
     ``max_parser_stack``
         Grammar guides only, and the one limit set by the generated text rather
         than by the pattern: the deepest LALR parser stack a sequence may reach
@@ -78,6 +78,7 @@ class ByteNFA:
 
     def __init__(self, tree: Node, limits: Limits, alphabet: bytes = b"\x01" * 256) -> None:
         self.limits = limits
+        self._deadline = time.monotonic() + limits.timeout_s
         self._runs = byte_runs(alphabet)
         self.edges: list[list[tuple[int, int, int]]] = []
         self.epsilon: list[list[int]] = []
@@ -153,9 +154,18 @@ class ByteNFA:
     def _state(self) -> int:
         if len(self.edges) >= self.limits.max_nfa_states:
             self._state_limit()
+        if len(self.edges) % 4096 == 4095:  # a clock read per 4096 states: negligible
+            self._check_time()
         self.edges.append([])
         self.epsilon.append([])
         return len(self.edges) - 1
+
+    def _check_time(self) -> None:
+        if time.monotonic() > self._deadline:
+            raise LimitExceededError(
+                "timeout_s", self.limits.timeout_s,
+                "building the pattern's automaton took too long; raise Limits.timeout_s or simplify the pattern",
+            )  # fmt: skip
 
     def _state_limit(self) -> None:
         raise LimitExceededError(
@@ -186,6 +196,8 @@ class ByteNFA:
         offset = len(self.edges) - base
         if len(self.edges) + size > self.limits.max_nfa_states:
             self._state_limit()
+        if (len(self.edges) + size) // 4096 != len(self.edges) // 4096:
+            self._check_time()
         # Edges leaving the slice were added by the first build's parents: not part of the node.
         for q in range(base, top):
             self.edges.append([(lo, hi, t + offset) for lo, hi, t in self.edges[q] if base <= t < top])
