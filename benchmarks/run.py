@@ -65,7 +65,7 @@ SCRIPTS = [
            "schema.json", "../benchmarks/results/schema.md"),
     Script("conformance", "conformance.py", "correctness on the JSON Schema Test Suite", "conformance.json",
            "json_schema_conformance.md", ("--quiet",), ("--quiet",)),
-    Script("cfg", "bench_cfg.py", "the CFG backend on the bundled JSON and SQL grammars beside llguidance",
+    Script("cfg", "bench_cfg.py", "the CFG backend on the bundled JSON and SQL grammars beside llguidance, xgrammar and transformers-cfg",
            "cfg.json", "cfg.md", ("--quick", "--output", CFG_JSON), ("--output", CFG_JSON)),
     Script("peers", "bench_peers.py", "six engines on the same schemas and token ids: speed and verdicts",
            "peers.json", "../benchmarks/results/peers.md"),
@@ -483,6 +483,43 @@ def section_generation(data: dict[str, Any]) -> Iterator[str]:
         if isinstance(w, dict) and w.get("speedup_wall_p50"):
             yield (f"- Fast-forward, whitespace `{whitespace}`: {fmt(w['speedup_wall_p50'])}× wall-clock speed-up "
                    f"(median over prompts), {fmt(w.get('pass_ratio_p50'))}× fewer forward passes.")  # fmt: skip
+    peers = data.get("peers")
+    if peers and peers.get("engines"):
+        yield from section_generation_peers(peers)
+
+
+def section_generation_peers(peers: dict[str, Any]) -> Iterator[str]:
+    """Every engine's logits processor in the same ``model.generate`` loop (``bench_generation.py --peers``)."""
+    n = len(peers["prompts"])
+    yield ""
+    yield (f"**Every engine through `model.generate`** ({peers['generated'][:16]}, "
+           f"{'quick' if peers.get('quick') else 'full'} mode, load {peers['machine'].get('load_average')}): "
+           f"each engine's logits processor in the same greedy loop, {n} prompts, up to "
+           f"{peers['max_new_tokens']} new tokens, a fresh compile per prompt; medians over prompts. "
+           "*valid* = `json.loads` + `jsonschema` against the prompt's schema.")  # fmt: skip
+    yield ""
+    yield "| engine | constrains to | tokens/s | ms/token | × unconstrained | tokens/s with compile | complete | valid |"
+    yield "|---|---|--:|--:|--:|--:|--:|--:|"
+    measured = []
+    for r in peers["engines"]:
+        name = r["engine"] if r["engine"] == "unconstrained" else f"{r['engine']} {r.get('version', '')}".strip()
+        if "runs" not in r:
+            yield f"| {name} | {r.get('constrains', '–')} | unavailable: {r.get('error', '')[:60]} | | | | | |"
+            continue
+        measured.append((r["engine"], r))
+        yield (f"| {name} | {r.get('constrains', '–')} | {fmt(r['tokens_per_s_p50'])} | {fmt(r['ms_per_token_p50'])} "
+               f"| {fmt(r.get('ratio_to_unconstrained_p50'), 2) if r.get('ratio_to_unconstrained_p50') else '–'} "
+               f"| {fmt(r.get('tokens_per_s_with_compile_p50')) if r['engine'] != 'unconstrained' else '–'} "
+               f"| {r['complete']}/{n} | {r['valid']}/{n} |")  # fmt: skip
+    yield ""
+    if measured:
+        yield bars([engine for engine, _ in measured], {"tokens/s": [r["tokens_per_s_p50"] for _, r in measured]},
+                   "Every engine in the same model.generate loop (medians over prompts)", "tokens per second",
+                   "generation_peers", log=False)  # fmt: skip
+        yield ""
+        invalid = [f"{engine} {n - r['valid']}/{n}" for engine, r in measured if engine != "unconstrained" and r["valid"] < n]
+        if invalid:
+            yield "- Invalid outputs (the engine let the model write JSON the schema rejects, or hit the token limit): " + ", ".join(invalid) + "."
 
 
 SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], Iterator[str]]]] = [
