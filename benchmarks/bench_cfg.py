@@ -45,7 +45,7 @@ Methodology
   ``GrammarCompiler(max_threads=1, cache_enabled=False)``, so a repeated compile is
   not a cache hit), warms up with an untimed walk over corpus A, then walks corpus B;
   its step time is its mask call. Every peer walk has a time budget
-  (``--peer-budget`` s, 60; 10 with ``--quick``): documents left when it runs out are
+  (``--peer-budget`` s, 60; 4 with ``--quick``): documents left when it runs out are
   *not reached*, and the accepted column then reads ``a/measured of total``.
 
   - *llguidance* compiles the same ``.lark`` text (``LLMatcher.grammar_from_lark``);
@@ -730,12 +730,12 @@ def measure_constrain(name: str, vocabulary: Vocabulary, tokenized: dict[str, li
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tokenizer", default="smollm2")
-    parser.add_argument("--quick", action="store_true", help="smaller corpora, fewer compile repeats, 10 s peer walks")
+    parser.add_argument("--quick", action="store_true", help="smaller corpora (12 + 12), fewer compile repeats, 4 s peer walks")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated, of {', '.join(ENGINES)}")
     parser.add_argument("--no-peer", action="store_true", help="constrain alone (--engines constrain)")
     parser.add_argument("--peer-budget", type=float, default=None,
-                        help="seconds for each peer walk over a corpus (default 60, --quick 10)")  # fmt: skip
+                        help="seconds for each peer walk over a corpus (default 60, --quick 4)")  # fmt: skip
     parser.add_argument("--output", type=Path, default=_common.RESULTS_DIR / "cfg.json",
                         help="the results JSON; the markdown goes beside it (.md)")  # fmt: skip
     parser.add_argument("--no-write", action="store_true", help="print only")
@@ -744,9 +744,9 @@ def main() -> None:
     unknown = sorted(set(engines) - set(ENGINES))
     if unknown:
         parser.error(f"unknown engines {unknown}; choose among {', '.join(ENGINES)}")
-    count = 20 if args.quick else 60
+    count = 12 if args.quick else 60
     repeats = args.repeats or (3 if args.quick else 5)
-    budget_s = args.peer_budget or (10.0 if args.quick else 60.0)
+    budget_s = args.peer_budget or (4.0 if args.quick else 60.0)
 
     tokenizer = load_offline_tokenizer(args.tokenizer)
     vocabulary = Vocabulary.from_tokenizer(tokenizer)

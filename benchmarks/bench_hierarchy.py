@@ -359,7 +359,8 @@ def findings(family: dict[str, Any]) -> list[str]:
             f"warm mask p99: regex {_common.fmt(min(regex_p99))}–{_common.fmt(max(regex_p99))} µs, "
             f"CFG {_common.fmt(min(cfg_p99))}–{_common.fmt(max(cfg_p99))} µs"
         )
-    disagree = [p["label"] for p in family["points"] if p["regex"].get("accepted") != p["cfg"].get("accepted")]
+    compiled = [p for p in family["points"] if "accepted" in p["regex"] and "accepted" in p["cfg"]]
+    disagree = [p["label"] for p in compiled if p["regex"]["accepted"] != p["cfg"]["accepted"]]
     if disagree:
         out.append("the backends disagree on the instance at " + ", ".join(disagree))
     return out
