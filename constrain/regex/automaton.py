@@ -522,8 +522,9 @@ class LazyDFA:
         state, but a token read at count 7 and at count 8 does the same thing, shifted
         by one; so does the 3rd vs the 4th item of an array of objects. Counts that
         stay inside their loop's free range while ``reach`` more bytes are read
-        (``ByteNFA.free_range``) are replaced by ``FREE + (count - base)``, one ``base`` per loop (the
-        smallest such count); the guards treat ``FREE + k`` as "inside the free range".
+        (``ByteNFA.free_range``) are replaced by ``FREE + (count - base)``, one
+        ``base`` per loop (the smallest such count); the guards treat ``FREE + k`` as
+        "inside the free range".
         A token index can then build one row for the stand-in and translate its
         successors back with :meth:`concrete` (symbolic counts are exactly the ones that
         descend from the shifted counts; pushed counts stay concrete). Returns None

@@ -11,7 +11,7 @@ tiny fraction of the states of a large pattern (``docs/design.md`` has the
 eager-vs-lazy measurements). States that differ only in the count of a bounded
 repeat far from its bounds (the 37th vs the 38th character of a ``maxLength: 200``
 string) share one row, built for a symbolic stand-in (:meth:`LazyDFA.shared`);
-each then pays only for translating the row's few distinct successors back.
+a state then pays only for translating back the successor of the token it takes.
 
 When the vocabulary cannot spell every byte of its alphabet on its own,
 byte-level liveness no longer implies token-level liveness, so the index explores
@@ -240,11 +240,11 @@ def _with_duplicates(
     token_ids: NDArray[np.int32], next_states: NDArray[np.int32], duplicates: tuple[tuple[int, int], ...]
 ) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
     """Add the tokens that spell the same bytes as an allowed token, leading to the same state."""
-    copies, originals = np.array(duplicates, dtype=np.int32).T
-    order = np.argsort(token_ids)
-    at = np.minimum(np.searchsorted(token_ids, originals, sorter=order), max(token_ids.size - 1, 0))
     if token_ids.size == 0:
         return token_ids, next_states
+    copies, originals = np.array(duplicates, dtype=np.int32).T
+    order = np.argsort(token_ids)
+    at = np.minimum(np.searchsorted(token_ids, originals, sorter=order), token_ids.size - 1)
     hit = token_ids[order[at]] == originals
     return (
         np.concatenate([token_ids, copies[hit]]),
