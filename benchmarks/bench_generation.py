@@ -2,8 +2,8 @@
 """Generation benchmark: fast-forward on/off for JSON-schema generations, against unconstrained
 decoding, and every peer engine's logits processor inside ``model.generate``.
 
-Run with ``python benchmarks/bench_generation.py`` (``--quick`` for 4 prompts, and 2
-prompts of 64 tokens for the peers; ``--max-new-tokens N``, ``--whitespace default,none``,
+Run with ``python benchmarks/bench_generation.py`` (``--quick`` for 2 prompts of at most
+64 new tokens, in both parts; ``--max-new-tokens N``, ``--whitespace default,none``,
 ``--no-baseline``, ``--no-write``; ``--peers`` for the peer comparison alone, merged into
 the existing results; ``--engines a,b`` for some of its engines). It prints markdown
 tables and writes ``benchmarks/results/generation.json`` and ``generation.md``;
@@ -24,6 +24,9 @@ Method
   - ``ff_on``: ``generate(..., fast_forward=True)`` (the default) — where the guide
     says the next bytes are forced, the longest allowed tokens spelling them are
     appended and fed in the next pass together with the sampled token;
+  - ``coalesce``: ``generate(..., fast_forward=False, coalescence=True)`` — tokens
+    that spell the same text as a longer allowed token are masked out
+    (``docs/coalescence.md`` has what that does to the outputs);
   - ``free_regex``: ``generate`` with the guide ``compiler.regex(r"(.|\\n)*")`` (any
     text): the masking machinery with a mask that forbids almost nothing;
   - ``free_raw``: a plain greedy loop with the same KV-cache calls and no mask at all
@@ -130,7 +133,8 @@ def free_raw(
 
 
 def run(
-    model: Any, tokenizer: Any, prompt: str, guide: Any, vocab: Any, max_new_tokens: int, fast_forward: bool
+    model: Any, tokenizer: Any, prompt: str, guide: Any, vocab: Any, max_new_tokens: int, fast_forward: bool,
+    coalescence: bool = False,
 ) -> dict[str, Any]:
     from constrain.sampling import generate
 
@@ -145,6 +149,7 @@ def run(
             max_new_tokens=max_new_tokens,
             temperature=0.0,
             fast_forward=fast_forward,
+            coalescence=coalescence,
         )
     except Exception as exc:  # record and go on
         return {"error": f"{type(exc).__name__}: {exc}", "wall_s": time.perf_counter() - start}
@@ -215,6 +220,7 @@ def summarise_schema(cells: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "ff_off": config_summary([c["ff_off"] for c in cells]),
         "ff_on": config_summary([c["ff_on"] for c in cells]),
+        "coalesce": config_summary([c["coalesce"] for c in cells]),
         "speedup_wall_p50": med(speedups),
         "speedup_wall_min_max": [min(speedups), max(speedups)] if speedups else None,
         "pass_ratio_p50": med([c["pass_ratio"] for c in ok]),
@@ -613,8 +619,12 @@ def fast_forward_study(
             cell = {
                 "ff_off": rates(run(model, tokenizer, pair.prompt, guide, vocab, args.max_new_tokens, False)),
                 "ff_on": rates(run(model, tokenizer, pair.prompt, guide, vocab, args.max_new_tokens, True)),
+                # coalescence (docs/coalescence.md), fast-forward off: its own effect on tokens/s
+                "coalesce": rates(
+                    run(model, tokenizer, pair.prompt, guide, vocab, args.max_new_tokens, False, coalescence=True)
+                ),
             }
-            for key in ("ff_off", "ff_on"):
+            for key in ("ff_off", "ff_on", "coalesce"):
                 if "error" not in cell[key]:
                     cell[key]["valid"] = check_valid(pair, cell[key]["text"])
             off, on = cell["ff_off"], cell["ff_on"]
@@ -681,7 +691,7 @@ def machine_info() -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--max-new-tokens", type=int, default=100)
-    parser.add_argument("--quick", action="store_true", help="4 prompts (peer comparison: 2 prompts, 64 tokens)")
+    parser.add_argument("--quick", action="store_true", help="2 prompts of at most 64 new tokens (both parts)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument(
         "--whitespace",
@@ -722,7 +732,9 @@ def main() -> int:
     if args.peers:  # keep the other sections of the last full run
         report = json.loads(results_json.read_text()) if results_json.exists() else {}
     else:
-        report = fast_forward_study(args, model, tokenizer, compiler, pairs[:4] if args.quick else pairs)
+        if args.quick:
+            args.max_new_tokens = min(args.max_new_tokens, 64)
+        report = fast_forward_study(args, model, tokenizer, compiler, pairs[:2] if args.quick else pairs)
         report["runtime_s"] = time.perf_counter() - started
     peers_started = time.perf_counter()
     peer_pairs, peer_tokens = (pairs[:2], 64) if args.quick else (pairs, args.max_new_tokens)

@@ -631,13 +631,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="every script in its quick mode")
     parser.add_argument("--only", help="comma-separated scripts to run: " + ",".join(BY_NAME))
     parser.add_argument("--render-only", action="store_true", help="run nothing; regenerate the page and plots")
-    parser.add_argument("--limit", type=float, help="seconds one script may run (default 1200, --quick 600)")
+    parser.add_argument("--limit", type=float, help="seconds one script may run (default 2400, --quick 600)")
     args = parser.parse_args(argv)
     args.names = list(BY_NAME) if not args.only else [n for n in args.only.split(",") if n]
     unknown = set(args.names) - set(BY_NAME)
     if unknown:
         parser.error(f"unknown benchmarks {sorted(unknown)}; choose from {list(BY_NAME)}")
-    args.limit = args.limit or (600.0 if args.quick else 1200.0)
+    args.limit = args.limit or (600.0 if args.quick else 2400.0)
     return args
 
 
