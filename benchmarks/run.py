@@ -73,7 +73,7 @@ SCRIPTS = [
            "hierarchy.json", "../benchmarks/results/hierarchy.md"),
     Script("scaling", "bench_scaling.py", "vocabulary size 32k → 151k and schema size, every engine",
            "scaling.json", "../benchmarks/results/scaling.md"),
-    Script("generation", "bench_generation.py", "end to end with the default model: tokens/s, fast-forward",
+    Script("generation", "bench_generation.py", "end to end with the default model: tokens/s, fast-forward, coalescence, every engine's processor",
            "generation.json", "fast_forward.md"),
 ]  # fmt: skip
 BY_NAME = {script.name: script for script in SCRIPTS}
