@@ -94,7 +94,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import describe, token_map, version
-from study_coalescence import PAIRS, Pair, check_valid, prompt_ids
+from study_coalescence import PAIRS, Pair, check_valid, prompt_ids, run_generate
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -133,35 +133,15 @@ def free_raw(
 
 
 def run(
-    model: Any, tokenizer: Any, prompt: str, guide: Any, vocab: Any, max_new_tokens: int, fast_forward: bool,
+    model: Any, tokenizer: Any, pair: Pair, guide: Any, vocab: Any, max_new_tokens: int, fast_forward: bool,
     coalescence: bool = False,
 ) -> dict[str, Any]:
-    from constrain.sampling import generate
-
-    start = time.perf_counter()
-    try:
-        res = generate(
-            model,
-            tokenizer,
-            prompt,
-            guide,
-            vocab,
-            max_new_tokens=max_new_tokens,
-            temperature=0.0,
-            fast_forward=fast_forward,
-            coalescence=coalescence,
-        )
-    except Exception as exc:  # record and go on
-        return {"error": f"{type(exc).__name__}: {exc}", "wall_s": time.perf_counter() - start}
-    wall = time.perf_counter() - start
-    return {
-        "text": res.text,
-        "tokens": len(res.token_ids),
-        "forward_passes": res.forward_passes,
-        "fast_forwarded": res.fast_forwarded,
-        "complete": res.complete,
-        "wall_s": wall,
-    }
+    """One timed greedy ``generate`` (the study's runner); validity is judged by the caller, per configuration."""
+    result = run_generate(model, tokenizer, pair, guide, vocab, max_new_tokens=max_new_tokens,
+                          fast_forward=fast_forward, coalescence=coalescence)  # fmt: skip
+    for key in ("token_ids", "valid"):
+        result.pop(key, None)
+    return result
 
 
 def rates(r: dict[str, Any]) -> dict[str, Any]:
@@ -615,13 +595,13 @@ def fast_forward_study(
         for ws in settings:
             guide = compiler.json_schema(pair.constraint, whitespace=ws)
             for ff in (False, True):  # untimed: build the rows either path visits
-                run(model, tokenizer, pair.prompt, guide, vocab, args.max_new_tokens, ff)
+                run(model, tokenizer, pair, guide, vocab, args.max_new_tokens, ff)
             cell = {
-                "ff_off": rates(run(model, tokenizer, pair.prompt, guide, vocab, args.max_new_tokens, False)),
-                "ff_on": rates(run(model, tokenizer, pair.prompt, guide, vocab, args.max_new_tokens, True)),
+                "ff_off": rates(run(model, tokenizer, pair, guide, vocab, args.max_new_tokens, False)),
+                "ff_on": rates(run(model, tokenizer, pair, guide, vocab, args.max_new_tokens, True)),
                 # coalescence (docs/coalescence.md), fast-forward off: its own effect on tokens/s
                 "coalesce": rates(
-                    run(model, tokenizer, pair.prompt, guide, vocab, args.max_new_tokens, False, coalescence=True)
+                    run(model, tokenizer, pair, guide, vocab, args.max_new_tokens, False, coalescence=True)
                 ),
             }
             for key in ("ff_off", "ff_on", "coalesce"):
@@ -643,7 +623,7 @@ def fast_forward_study(
             )
         if not args.no_baseline:
             row["free_regex"] = rates(
-                run(model, tokenizer, pair.prompt, free, vocab, args.max_new_tokens, False)
+                run(model, tokenizer, pair, free, vocab, args.max_new_tokens, False)
             )
             row["free_raw"] = rates(
                 free_raw(model, tokenizer, pair.prompt, vocab.eos_token_ids, args.max_new_tokens)
