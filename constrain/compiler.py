@@ -2,13 +2,17 @@
 
 Compile once, match many (as in xgrammar): a :class:`Compiler` is made per
 tokenizer, holds the byte matrix every token index walks, and caches compiled
-guides by their source, so asking twice for the same pattern costs a dict lookup.
+guides by their source. The cached guide is never handed out itself: every call
+gets its own shallow copy, which shares the compiled tables and caches but carries
+that call's ``schema``, ``model_class`` and ``dropped``, so one call can never change
+what another call's guide reports or returns.
 It also picks the backend: a JSON Schema whose structure is regular compiles to
 the regex backend, a recursive one to the Lark CFG backend (``guide.backend``).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections import OrderedDict
@@ -104,10 +108,8 @@ class Compiler:
             key = ("json_schema", json.dumps(loaded, sort_keys=True), settings)
             label = f"json_schema({json.dumps(loaded)[:50]}...)"
             guide = self._cached(key, lambda: walk.tree, label, limits)
-        guide.dropped = dropped
-        guide.schema = loaded
-        guide.model_class = schema if isinstance(schema, type) else None
-        return guide
+        return _for_call(guide, schema=loaded, dropped=dropped,
+                         model_class=schema if isinstance(schema, type) else None)
 
     def grammar(
         self,
@@ -157,10 +159,24 @@ class Compiler:
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
-                return self._cache[key]
+                return _for_call(self._cache[key])
         guide = build()
         with self._lock:
-            self._cache[key] = guide
+            guide = self._cache.setdefault(key, guide)  # another thread may have built it meanwhile
+            self._cache.move_to_end(key)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
-        return guide
+        return _for_call(guide)
+
+
+def _for_call(guide: Any, **meta: Any) -> Any:
+    """A guide of the caller's own: the compiled tables shared, the per-call metadata not.
+
+    Nothing a guide computes depends on ``schema``, ``model_class`` or ``dropped``;
+    they only say where the guide came from and what ``generate`` returns.
+    """
+    fresh = copy.copy(guide)
+    fresh.schema = meta.get("schema")
+    fresh.model_class = meta.get("model_class")
+    fresh.dropped = tuple(meta.get("dropped", ()))
+    return fresh

@@ -67,6 +67,10 @@ class CFGGuide:
         self._eos_bits = bitmask_from_token_ids(self._eos, self.vocab_size)
         self._mask_cache_size = mask_cache_size
         self._lock = threading.Lock()
+        #: For schema guides: keywords lenient mode dropped, the schema, the Pydantic class.
+        self.dropped: tuple[tuple[str, str], ...] = ()
+        self.schema: object = None
+        self.model_class: type | None = None
         g = grammar
         self._initial: State = (0, g.start_of(0), -1, b"")
 
