@@ -196,6 +196,17 @@ class ConstrainEngine(Engine):
         return self._warnings
 
 
+class ConstrainSpecEngine(ConstrainEngine):
+    """constrain with the specification's property semantics: an absent ``additionalProperties`` is open."""
+
+    name = "constrain-spec"
+    settings = {**ConstrainEngine.settings,
+                "additionalProperties absent": "open (strict_properties=False: the JSON Schema default)"}
+
+    def compile(self, schema: Any, options: dict[str, Any]) -> Callable[[], Matcher]:
+        return super().compile(schema, {**options, "strict_properties": False})
+
+
 # ---------------------------------------------------------------------- xgrammar
 
 
@@ -730,6 +741,7 @@ ENGINES: dict[str, type[Engine]] = {
     e.name: e
     for e in (
         ConstrainEngine,
+        ConstrainSpecEngine,
         XGrammarEngine,
         LLGuidanceEngine,
         OutlinesCoreEngine,

@@ -100,15 +100,14 @@ class Compiler:
         loaded = load_schema(schema)
         settings = SchemaOptions(**options)
         if settings.max_recursion_depth is None and recursive_refs(loaded):
-            grammar, dropped = schema_to_lark(loaded, **options)
+            grammar, walk = schema_to_lark(loaded, **options)
             guide: Any = self.grammar(grammar, limits=limits)
         else:
             walk = schema_walk(loaded, settings)
-            dropped = tuple(walk.dropped)
             key = ("json_schema", json.dumps(loaded, sort_keys=True), settings)
             label = f"json_schema({json.dumps(loaded)[:50]}...)"
             guide = self._cached(key, lambda: walk.tree, label, limits)
-        return _for_call(guide, schema=loaded, dropped=dropped,
+        return _for_call(guide, schema=loaded, dropped=walk.dropped, ignored=walk.ignored,
                          model_class=schema if isinstance(schema, type) else None)
 
     def grammar(
@@ -172,11 +171,12 @@ class Compiler:
 def _for_call(guide: Any, **meta: Any) -> Any:
     """A guide of the caller's own: the compiled tables shared, the per-call metadata not.
 
-    Nothing a guide computes depends on ``schema``, ``model_class`` or ``dropped``;
+    Nothing a guide computes depends on ``schema``, ``model_class``, ``dropped`` or ``ignored``;
     they only say where the guide came from and what ``generate`` returns.
     """
     fresh = copy.copy(guide)
     fresh.schema = meta.get("schema")
     fresh.model_class = meta.get("model_class")
     fresh.dropped = tuple(meta.get("dropped", ()))
+    fresh.ignored = tuple(meta.get("ignored", ()))
     return fresh

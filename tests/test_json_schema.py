@@ -215,3 +215,33 @@ def test_whitespace_presets(smollm2: object) -> None:
     assert accepts(compiler.json_schema(schema, whitespace="any"), tokenize_continuation(smollm2, pretty))
     assert not accepts(compiler.json_schema(schema, whitespace="any"),
                        tokenize_continuation(smollm2, '{"a":' + " " * 20 + "1}"))  # fmt: skip
+
+
+def test_annotations_are_ignored_and_listed(smollm2: object) -> None:
+    """Keywords the spec does not define (and unknown formats) are annotations: ignored, never an error."""
+    schema = {
+        "type": "object", "javaName": "Thing", "x-order": 3,
+        "properties": {
+            "id": {"type": "integer", "readonly": True, "_format": "int64"},
+            "when": {"type": "string", "format": "no-such-format", "description": "free text"},
+        },
+        "required": ["id"],
+    }  # fmt: skip
+    guide = constrain.Compiler(smollm2).json_schema(schema)
+    assert set(guide.ignored) == {
+        ("javaName", "#/javaName"), ("x-order", "#/x-order"), ("readonly", "#/properties/id/readonly"),
+        ("_format", "#/properties/id/_format"), ("format", "#/properties/when/format"),
+    }  # fmt: skip
+    assert guide.dropped == ()
+    assert accepts(guide, tokenize_continuation(smollm2, '{"id": 7, "when": "any text"}'))
+    assert not accepts(guide, tokenize_continuation(smollm2, '{"id": "7"}'))
+
+
+def test_older_draft_spellings() -> None:
+    """Draft 4 boolean exclusive bounds, draft 7 dependencies, draft 2019 array items + additionalItems."""
+    draft4 = {"type": "integer", "minimum": 0, "exclusiveMinimum": True, "maximum": 3, "exclusiveMaximum": False}
+    assert [v for v in range(-2, 6) if re.fullmatch(to_regex(draft4), str(v))] == [1, 2, 3]
+    tuple_ = {"type": "array", "items": [{"type": "integer"}], "additionalItems": {"type": "string"}}
+    regex = to_regex(tuple_)
+    assert re.fullmatch(regex, '[1, "a", "b"]') and not re.fullmatch(regex, "[1, 2]")
+    assert not re.fullmatch(to_regex({**tuple_, "additionalItems": False}), '[1, "a"]')

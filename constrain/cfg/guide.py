@@ -69,6 +69,8 @@ class CFGGuide:
         self._lock = threading.Lock()
         #: For schema guides: keywords lenient mode dropped, the schema, the Pydantic class.
         self.dropped: tuple[tuple[str, str], ...] = ()
+        #: (keyword, JSON pointer) of annotations the schema walk ignored (unknown keywords and formats).
+        self.ignored: tuple[tuple[str, str], ...] = ()
         self.schema: object = None
         self.model_class: type | None = None
         g = grammar

@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..regex.tree import EMPTY, Alt, CharSet, Concat, Literals, Members, Node, Repeat, RuleRef, render
-from .to_regex import SchemaError, SchemaOptions, load_schema, schema_walk
+from .to_regex import SchemaError, SchemaOptions, WalkResult, load_schema, schema_walk
 
 __all__ = ["schema_to_lark", "tree_to_lark"]
 
 
-def schema_to_lark(schema: Any, **options: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """Lark grammar text (start rule ``start``) for ``schema``, and the keywords lenient mode dropped."""
+def schema_to_lark(schema: Any, **options: Any) -> tuple[str, WalkResult]:
+    """Lark grammar text (start rule ``start``) for ``schema``, and the walk (``dropped``, ``ignored``)."""
     walk = schema_walk(load_schema(schema), SchemaOptions(**options), rules=True)
-    return tree_to_lark(walk.tree, walk.rules), tuple(walk.dropped)
+    return tree_to_lark(walk.tree, walk.rules), walk
 
 
 def tree_to_lark(start: Node, rules: dict[str, Node]) -> str:

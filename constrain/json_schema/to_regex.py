@@ -47,11 +47,23 @@ WHITESPACE = {
     "none": "",
 }
 
-# Keywords that only annotate: ignoring them is exact.
-_ANNOTATIONS = frozenset({
-    "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
-    "readOnly", "writeOnly", "$anchor", "$dynamicAnchor", "contentMediaType", "contentEncoding",
-    "contentSchema", "discriminator", "$defs", "definitions",
+# Keywords that constrain an instance (or say where constraints live): the walker reads
+# these. Every other keyword is an annotation as far as validation goes — the spec's own
+# (``title``, ``readOnly``, ...) or one it does not define (``javaName``, ``x-order``) —
+# and a validator ignores it, so ignoring it here is exact.
+_ASSERTIONS = frozenset({
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "format", "maxItems", "minItems", "uniqueItems", "maxContains",
+    "minContains", "maxProperties", "minProperties", "required", "dependentRequired", "allOf", "anyOf", "oneOf",
+    "not", "if", "then", "else", "dependentSchemas", "prefixItems", "items", "additionalItems", "contains",
+    "properties", "patternProperties", "additionalProperties", "propertyNames", "unevaluatedItems",
+    "unevaluatedProperties", "dependencies", "$ref", "$dynamicRef", "$recursiveRef",
+})  # fmt: skip
+# Annotations and structure the specification defines: ignored without a note.
+_SPEC_ANNOTATIONS = frozenset({
+    "title", "description", "default", "examples", "$schema", "$id", "id", "$comment", "deprecated",
+    "readOnly", "writeOnly", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary",
+    "contentMediaType", "contentEncoding", "contentSchema", "$defs", "definitions",
 })  # fmt: skip
 _TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
 
@@ -103,6 +115,8 @@ class WalkResult:
     tree: Node
     dropped: list[tuple[str, str]] = field(default_factory=list)
     rules: dict[str, Node] = field(default_factory=dict)
+    #: (keyword, JSON pointer) of the annotations ignored: keywords the spec does not define, unknown formats.
+    ignored: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def regex(self) -> str:
@@ -150,7 +164,7 @@ def schema_walk(schema: Any, options: SchemaOptions = SchemaOptions(), *, rules:
     if walker.dropped:
         listed = ", ".join(f"{k} at {p}" for k, p in walker.dropped)
         warnings.warn(f"lenient mode dropped keywords the regex cannot enforce: {listed}", stacklevel=3)
-    return WalkResult(tree, walker.dropped, walker.rules)
+    return WalkResult(tree, walker.dropped, walker.rules, walker.ignored)
 
 
 def recursive_refs(schema: Any) -> frozenset[str]:
@@ -213,6 +227,8 @@ class _Walker:
         self.sep = seq(self.ws, literal(","), self.ws)
         self.colon = seq(self.ws, literal(":"), self.ws)
         self.dropped: list[tuple[str, str]] = []
+        self.ignored: list[tuple[str, str]] = []
+        self._ignored_seen: set[tuple[str, str]] = set()
         self._ref_stack: list[str] = []
 
     # ------------------------------------------------------------------ helpers
@@ -248,9 +264,7 @@ class _Walker:
             return NOTHING
         if not isinstance(schema, dict):
             raise SchemaError(f"schema at {pointer} must be an object or a boolean, not {schema!r}")
-        if "$id" in schema and schema is not self.root:
-            self.unsupported("$id", f"{pointer}/$id", "a nested $id changes what $refs below it mean")
-        schema = {k: v for k, v in schema.items() if k not in _ANNOTATIONS}
+        schema = self.constraints(schema, pointer)
         if "$ref" in schema:
             return self.ref(schema, pointer)
         if "allOf" in schema:
@@ -267,6 +281,56 @@ class _Walker:
         if "const" in schema or "enum" in schema:
             return self.literals(schema, pointer)
         return self.typed_union(schema, pointer)
+
+    def constraints(self, schema: dict[str, Any], pointer: str) -> dict[str, Any]:
+        """The keywords of ``schema`` that constrain, in 2020-12 spelling; the rest noted in ``ignored``.
+
+        Older drafts' spellings are rewritten to their 2020-12 equivalents: boolean
+        ``exclusiveMinimum``/``exclusiveMaximum`` (draft 4), ``dependencies`` (draft 7),
+        array ``items`` with ``additionalItems`` (draft 2019-09 and before). ``then`` or
+        ``else`` without ``if``, and ``if`` alone, constrain nothing (the spec says so).
+        """
+        for key in ("$id", "id"):
+            nested = schema is not self.root and isinstance(schema.get(key), str) and not schema[key].startswith("#")
+            if nested and _has_ref(schema):
+                self.unsupported(key, f"{pointer}/{key}", "a nested base URI changes what the $refs below it mean")
+        out: dict[str, Any] = {}
+        for key, value in schema.items():
+            if key in _ASSERTIONS:
+                out[key] = value
+            elif key not in _SPEC_ANNOTATIONS:
+                self.ignore(key, pointer)
+        for key, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+            if isinstance(out.get(key), bool):
+                if out.pop(key) and bound in out:
+                    out[key] = out.pop(bound)
+        if "dependencies" in out:
+            dependencies = out.pop("dependencies")
+            if not isinstance(dependencies, dict):
+                raise SchemaError(f"dependencies at {pointer} must be an object")
+            required = {k: v for k, v in dependencies.items() if isinstance(v, list)}
+            schemas = {k: v for k, v in dependencies.items() if not isinstance(v, list)}
+            for key, part in (("dependentRequired", required), ("dependentSchemas", schemas)):
+                if part:
+                    out[key] = {**part, **out.get(key, {})} if isinstance(out.get(key), dict) else part
+        if isinstance(out.get("items"), list):
+            out["prefixItems"] = out.pop("items")
+            if "additionalItems" in out:
+                out["items"] = out.pop("additionalItems")
+        out.pop("additionalItems", None)  # beside a single-schema (or no) items it constrains nothing
+        if "if" not in out:
+            out.pop("then", None)
+            out.pop("else", None)
+        elif "then" not in out and "else" not in out:
+            out.pop("if")
+        return out
+
+    def ignore(self, keyword: str, pointer: str) -> None:
+        """Note a keyword that is an annotation for validation (``guide.ignored`` lists them)."""
+        entry = (keyword, f"{pointer}/{_escape_pointer(keyword)}" if pointer else keyword)
+        if entry not in self._ignored_seen:
+            self._ignored_seen.add(entry)
+            self.ignored.append(entry)
 
     def ref(self, schema: dict[str, Any], pointer: str) -> Node:
         ref = schema.pop("$ref")
@@ -304,7 +368,7 @@ class _Walker:
     def deref(self, schema: Any, pointer: str) -> Any:
         """Follow a chain of bare ``$ref``s."""
         seen = set()
-        while isinstance(schema, dict) and set(schema) - _ANNOTATIONS == {"$ref"}:
+        while isinstance(schema, dict) and set(schema) & _ASSERTIONS == {"$ref"}:
             if schema["$ref"] in seen:
                 raise SchemaError(f"$ref {schema['$ref']!r} at {pointer} refers only to itself")
             seen.add(schema["$ref"])
@@ -323,7 +387,7 @@ class _Walker:
                 return False
             if not isinstance(branch, dict):
                 raise SchemaError(f"{where} must be a schema")
-            branch = {k: v for k, v in branch.items() if k not in _ANNOTATIONS}
+            branch = self.constraints(branch, where)
             if "allOf" in branch:
                 branch = self.merge_all_of(branch, where)
                 if branch is False:
@@ -382,7 +446,7 @@ class _Walker:
     def negation(self, schema: dict[str, Any], pointer: str) -> Node:
         """Only the trivial negations: ``not false`` (no constraint) and ``not {}``/``not true`` (nothing)."""
         inner = self.deref(schema.pop("not"), pointer)
-        if inner is True or (isinstance(inner, dict) and not set(inner) - _ANNOTATIONS):
+        if inner is True or (isinstance(inner, dict) and not set(inner) & _ASSERTIONS):
             return NOTHING
         if inner is not False:
             self.unsupported("not", f"{pointer}/not", "a regex complement is not implemented")
@@ -532,15 +596,16 @@ class _Walker:
         low = _count(schema.pop("minLength", 0), "minLength", pointer)
         high = _count(schema.pop("maxLength", None), "maxLength", pointer)
         pattern, fmt = schema.pop("pattern", None), schema.pop("format", None)
+        if fmt is not None and fmt not in FORMATS:
+            self.ignore("format", pointer)  # an unknown format is an annotation (2020-12, section 7.2.3)
+            fmt = None
         char = _fragment(STRING_CHAR)
         body: Node = Repeat(char, low, high)
         constraints = [k for k, v in (("pattern", pattern), ("format", fmt)) if v is not None]
         if len(constraints) == 2 or (constraints and (low or high is not None)):
             self.unsupported(constraints[-1], f"{pointer}/{constraints[-1]}",
                              "combining pattern, format and length limits is not implemented")  # fmt: skip
-        if fmt is not None and fmt not in FORMATS:
-            self.unsupported("format", f"{pointer}/format", f"the format {fmt!r} is not implemented")
-        elif fmt is not None:
+        if fmt is not None:
             body = _fragment(FORMATS[fmt])
         if pattern is not None:
             body = self.string_pattern(pattern, f"{pointer}/pattern")
@@ -870,6 +935,20 @@ def _rule_name(ref: str) -> str:
     """A Lark-safe rule name for a ``$ref`` (lowercase letters, digits, underscores)."""
     tail = re.sub(r"[^a-z0-9]+", "_", ref.lower()).strip("_") or "root"
     return f"ref_{tail}_{zlib.crc32(ref.encode()) % 10**6}"
+
+
+def _has_ref(value: Any) -> bool:
+    """Whether a ``$ref`` keyword appears anywhere below ``value`` (iterative: no recursion limit)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("$ref"), str):
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _escape_pointer(name: str) -> str:
