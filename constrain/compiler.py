@@ -103,7 +103,7 @@ class Compiler:
             grammar, walk = schema_to_lark(loaded, **options)
             guide: Any = self.grammar(grammar, limits=limits)
         else:
-            walk = schema_walk(loaded, settings)
+            walk = schema_walk(loaded, settings, limits=limits or self.limits)
             key = ("json_schema", json.dumps(loaded, sort_keys=True), settings)
             label = f"json_schema({json.dumps(loaded)[:50]}...)"
             guide = self._cached(key, lambda: walk.tree, label, limits)

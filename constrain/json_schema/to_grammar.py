@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..regex.tree import EMPTY, Alt, CharSet, Concat, Literals, Members, Node, Repeat, RuleRef, render
-from .to_regex import SchemaError, SchemaOptions, WalkResult, load_schema, schema_walk
+from .to_regex import SchemaError, SchemaOptions, UnsupportedSchemaError, WalkResult, load_schema, schema_walk
 
 __all__ = ["schema_to_lark", "tree_to_lark"]
 
@@ -126,7 +126,14 @@ class _Writer:
         raise SchemaError("this schema needs an empty-matching piece the grammar backend cannot express")
 
     def terminal(self, node: Node) -> str:
-        regex = render(node)
+        try:
+            regex = render(node)
+        except TypeError:  # an intersection or difference: no regex text for lark's lexer
+            raise UnsupportedSchemaError(
+                "patternProperties", "#",
+                "a recursive schema (grammar backend) cannot hold an intersection or difference of patterns "
+                "(patternProperties, propertyNames, pattern with format or length limits, not, oneOf) yet",
+            ) from None
         if regex not in self.terminals:
             self.terminals[regex] = f"T{len(self.terminals)}"
         return self.terminals[regex]

@@ -16,6 +16,7 @@ written without fraction or exponent; free-form values nest to a bounded depth.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -27,9 +28,11 @@ from typing import Any, Callable
 from urllib.parse import unquote
 
 from ..errors import ConstrainError, PatternError
+from ..regex.automaton import ByteNFA, LazyDFA, Limits
 from ..regex.parse import parse_regex
 from ..regex.tree import (
-    EMPTY, NOTHING, CharSet, Literals, Members, Node, Repeat, RuleRef, alt, literal, optional, render, seq,
+    EMPTY, NOTHING, CharSet, Difference, Intersect, Literals, Members, Node, Repeat, RuleRef, alt, literal, optional,
+    render, seq,
 )  # fmt: skip
 from .patterns import BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR, integer_range
 
@@ -147,13 +150,15 @@ def to_regex(schema: Any, **options: Any) -> str:
     return schema_walk(load_schema(schema), SchemaOptions(**options)).regex
 
 
-def schema_walk(schema: Any, options: SchemaOptions = SchemaOptions(), *, rules: bool = False) -> WalkResult:
+def schema_walk(
+    schema: Any, options: SchemaOptions = SchemaOptions(), *, rules: bool = False, limits: Limits | None = None
+) -> WalkResult:
     """The regex tree of a loaded schema, plus the (keyword, pointer) pairs lenient mode dropped.
 
     With ``rules=True`` (the grammar backend), every ``$ref`` on a cycle becomes a
     :class:`RuleRef` to a rule of its own instead of an error or an unrolling.
     """
-    walker = _Walker(schema, options, recursive_refs(schema) if rules else frozenset())
+    walker = _Walker(schema, options, recursive_refs(schema) if rules else frozenset(), limits or Limits())
     try:
         tree = walker.node(schema, "#")
     except RecursionError:
@@ -169,7 +174,7 @@ def schema_walk(schema: Any, options: SchemaOptions = SchemaOptions(), *, rules:
 
 def recursive_refs(schema: Any) -> frozenset[str]:
     """The local ``$ref`` targets that can reach themselves through other ``$ref``s."""
-    walker = _Walker(schema, SchemaOptions(lenient=True), frozenset())
+    walker = _Walker(schema, SchemaOptions(lenient=True), frozenset(), Limits())
     edges: dict[str, set[str]] = {}
 
     def refs_in(node: Any) -> set[str]:
@@ -218,8 +223,9 @@ def _fragment(pattern: str) -> Node:
 
 
 class _Walker:
-    def __init__(self, root: Any, options: SchemaOptions, rule_refs: frozenset[str]) -> None:
+    def __init__(self, root: Any, options: SchemaOptions, rule_refs: frozenset[str], limits: Limits) -> None:
         self.root = root
+        self.limits = limits
         self.options = options
         self.rule_refs = rule_refs
         self.rules: dict[str, Node] = {}
@@ -462,9 +468,10 @@ class _Walker:
             values = schema.pop("enum")
             if not isinstance(values, list):
                 raise SchemaError(f"enum at {pointer} must be a list")
-        if schema:  # filter by the siblings' own regex: exact when that regex is
-            rest = re.compile(render(self.node(schema, pointer)))
-            values = [v for v in values if rest.fullmatch(json.dumps(v, ensure_ascii=False, separators=(",", ":")))]
+        if schema:  # filter by the siblings' own automaton: exact when it is, and never backtracking
+            rest = LazyDFA(ByteNFA(self.node(schema, pointer), self.limits))
+            values = [v for v in values
+                      if rest.matches(json.dumps(v, ensure_ascii=False, separators=(",", ":")).encode())]  # fmt: skip
         if not values:
             return NOTHING
         scalars = [v for v in values if not isinstance(v, (dict, list))]
@@ -599,16 +606,16 @@ class _Walker:
         if fmt is not None and fmt not in FORMATS:
             self.ignore("format", pointer)  # an unknown format is an annotation (2020-12, section 7.2.3)
             fmt = None
-        char = _fragment(STRING_CHAR)
-        body: Node = Repeat(char, low, high)
-        constraints = [k for k, v in (("pattern", pattern), ("format", fmt)) if v is not None]
-        if len(constraints) == 2 or (constraints and (low or high is not None)):
-            self.unsupported(constraints[-1], f"{pointer}/{constraints[-1]}",
-                             "combining pattern, format and length limits is not implemented")  # fmt: skip
+        parts: list[Node] = []
+        if low or high is not None:
+            parts.append(Repeat(_fragment(STRING_CHAR), low, high))
         if fmt is not None:
-            body = _fragment(FORMATS[fmt])
+            parts.append(_fragment(FORMATS[fmt]))
         if pattern is not None:
-            body = self.string_pattern(pattern, f"{pointer}/pattern")
+            parts.append(self.string_pattern(pattern, f"{pointer}/pattern"))
+        # Several constraints on one string: the intersection of their languages (exact).
+        body = Repeat(_fragment(STRING_CHAR), 0, None) if not parts else parts[0] if len(parts) == 1 else (
+            Intersect(tuple(parts)))
         return seq(literal('"'), body, literal('"'))
 
     def string_pattern(self, pattern: Any, pointer: str) -> Node:
@@ -692,30 +699,93 @@ class _Walker:
         additional = schema.pop("additionalProperties", None)
         if additional is None and not self.options.strict_properties:
             additional = True
-        for key in ("minProperties", "maxProperties", "patternProperties", "propertyNames", "dependentRequired"):
+        patterns = schema.pop("patternProperties", {})
+        names_schema = schema.pop("propertyNames", True)
+        if not isinstance(properties, dict) or not isinstance(patterns, dict):
+            raise SchemaError(f"properties and patternProperties at {pointer} must be objects")
+        if not isinstance(required, list) or not all(isinstance(n, str) for n in required):
+            raise SchemaError(f"required at {pointer} must be a list of strings")
+        for key in ("minProperties", "maxProperties", "dependentRequired"):
             if key in schema:
                 self.unsupported(key, f"{pointer}/{key}", "not expressible by the regex backend")
                 schema.pop(key)
-        for name in required:
-            if name not in properties:
-                if additional is False:
-                    return NOTHING  # a required key that may not appear
-                properties[name] = True if additional is None else additional  # required keys are never "extra"
+        keys = [(self.key_pattern(p, f"{pointer}/patternProperties/{_escape_pointer(p)}"), sub, p)
+                for p, sub in patterns.items()]  # fmt: skip
+        names_node = None if names_schema is True else self.node(names_schema, f"{pointer}/propertyNames")
+        names_check = None if names_node is None else LazyDFA(ByteNFA(names_node, self.limits))
+
+        def value_schema(name: str) -> Any:
+            """A named member's schema: its property's and every matching pattern's, else additionalProperties."""
+            spelled = json.dumps(name, ensure_ascii=False)
+            matching = [sub for (content, sub, _) in keys if content[1].matches(spelled[1:-1].encode())]
+            if name in properties:
+                return _conjoin_all([properties[name], *matching])
+            if matching:
+                return _conjoin_all(matching)
+            return False if additional is False else True if additional is None else additional
+
         members = []
-        for name, sub in properties.items():
+        for name in list(dict.fromkeys([*properties, *required])):
+            if names_check is not None and not names_check.matches(json.dumps(name, ensure_ascii=False).encode()):
+                if name in required:
+                    return NOTHING  # a required key that propertyNames forbids
+                continue
             where = f"{pointer}/properties/{_escape_pointer(name)}"
-            value = self.node(sub, where)
+            value = self.node(value_schema(name), where)
             if value == NOTHING:
                 if name in required:
                     return NOTHING
                 continue
             members.append((seq(literal(json.dumps(name, ensure_ascii=False)), self.colon, value), name in required))
-        extra = None
-        if additional not in (None, False):
-            value = self.node(additional, f"{pointer}/additionalProperties")
-            if value != NOTHING:
-                extra = seq(literal('"'), _other_key(list(properties)), literal('"'), self.colon, value)
+        declared = list(dict.fromkeys([*properties, *required]))
+        extra = self.extra_members(declared, keys, additional, names_node, pointer)
         return self.wrap("{", Members(tuple(members), self.sep, extra), "}")
+
+    def key_pattern(self, pattern: Any, pointer: str) -> tuple[Node, LazyDFA]:
+        """A ``patternProperties`` pattern as key content in its canonical spelling, and its automaton."""
+        content = Intersect((self.string_pattern(pattern, pointer), _CANONICAL_TEXT))
+        return content, LazyDFA(ByteNFA(content, self.limits))
+
+    def extra_members(
+        self, declared: list[str], keys: list[tuple[tuple[Node, LazyDFA], Any, str]], additional: Any,
+        names: Node | None, pointer: str,
+    ) -> Node | None:
+        """Members whose key is not declared: one class per set of matching patterns, then the rest.
+
+        A key takes the schema of every pattern it matches (and ``additionalProperties``
+        only when it matches none), so each subset of the patterns is a key language of
+        its own: matched by those patterns, by none of the others, and no declared name.
+        Keys are spelled canonically (as ``json.dumps`` writes them), so one decoded key
+        has one spelling and the differences are exact.
+        """
+        if len(keys) > 4:
+            self.unsupported("patternProperties", f"{pointer}/patternProperties",
+                             "more than 4 patterns (one key language per subset of them)")  # fmt: skip
+            keys = keys[:0]
+        declared_keys = Literals(tuple(json.dumps(n, ensure_ascii=False)[1:-1].encode() for n in declared))
+        classes: list[tuple[Node, Any, str]] = []
+        for size in range(len(keys), 0, -1):
+            for chosen in itertools.combinations(range(len(keys)), size):
+                inside = Intersect(tuple(keys[i][0][0] for i in chosen)) if size > 1 else keys[chosen[0]][0][0]
+                outside = tuple(keys[i][0][0] for i in range(len(keys)) if i not in chosen)
+                minus = outside + ((declared_keys,) if declared else ())
+                where = f"{pointer}/patternProperties/{_escape_pointer(keys[chosen[0]][2])}"
+                classes.append((Difference(inside, minus) if minus else inside,
+                                _conjoin_all([keys[i][1] for i in chosen]), where))  # fmt: skip
+        if additional not in (None, False):
+            rest = _other_key(declared)
+            if keys:
+                rest = Difference(rest, tuple(k[0][0] for k in keys))
+            classes.append((rest, additional, f"{pointer}/additionalProperties"))
+        options = []
+        for content, sub, where in classes:
+            key = seq(literal('"'), content, literal('"'))
+            if names is not None:
+                key = Intersect((key, names))
+            value = self.node(sub, where)
+            if value != NOTHING:
+                options.append(seq(key, self.colon, value))
+        return alt(*options) if options else None
 
     def any_value(self) -> Node:
         """Any JSON value, nested at most ``any_value_depth`` levels (a regex cannot nest freely)."""
@@ -795,6 +865,13 @@ _TYPE_KEYWORDS = frozenset({
 })  # fmt: skip
 _TAKE_MAX = frozenset({"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"})
 _TAKE_MIN = frozenset({"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"})
+
+
+def _conjoin_all(schemas: list[Any]) -> Any:
+    result: Any = True
+    for schema in schemas:
+        result = _conjoin(result, schema)
+    return result
 
 
 def _conjoin(a: Any, b: Any) -> Any:
@@ -886,33 +963,44 @@ def _escape_char(code: int) -> Node:
     return literal(json.dumps(chr(code))[1:-1])
 
 
-def _other_key(names: list[str]) -> Node:
-    """Raw (escape-free) JSON key content that is none of ``names``: a trie complement.
+def _canonical_unit(char: str) -> str:
+    """One character of a JSON string as ``json.dumps(..., ensure_ascii=False)`` spells it."""
+    return json.dumps(char, ensure_ascii=False)[1:-1]
 
-    Keys spelled with escapes are left out entirely, since ``"\\u0061"`` is the key
-    ``a`` and would slip past the declared property's own schema.
+
+_RAW = CharSet(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)))
+_ESCAPED = tuple(_canonical_unit(chr(c)).encode() for c in [0x22, 0x5C, *range(0x20)])
+#: One character of a JSON string in its canonical spelling, and any run of them.
+_CANONICAL_CHAR = alt(_RAW, Literals(_ESCAPED))
+_CANONICAL_TEXT = Repeat(_CANONICAL_CHAR, 0, None)
+
+
+def _other_key(names: list[str]) -> Node:
+    """Canonically spelled JSON key content that is none of ``names``: a trie complement.
+
+    Keys spelled any other way (``"\\u0061"`` for ``a``) are left out entirely: that
+    spelling of a declared name would slip past the declared property's own schema.
     """
-    raw = CharSet(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)))
-    any_raw = Repeat(raw, 0, None)
     trie: dict[str, Any] = {}
     for name in names:
-        if any(c in name for c in '"\\') or any(ord(c) < 0x20 for c in name):
-            continue  # never spelled raw, so no raw key can equal it
         node = trie
         for char in name:
-            node = node.setdefault(char, {})
+            node = node.setdefault(_canonical_unit(char), {})
         node[""] = {}
 
     def complement(node: dict[str, Any]) -> Node:
         options: list[Node] = []
         if "" not in node:
             options.append(EMPTY)
-        children = sorted(ord(c) for c in node if c)
-        others = _subtract(raw.ranges, children)
+        raw_children = sorted(ord(u) for u in node if len(u) == 1)
+        others = _subtract(_RAW.ranges, raw_children)
         if others:
-            options.append(seq(CharSet(others), any_raw))
-        for code in children:
-            options.append(seq(literal(chr(code)), complement(node[chr(code)])))
+            options.append(seq(CharSet(others), _CANONICAL_TEXT))
+        escapes = tuple(e for e in _ESCAPED if e.decode() not in node)
+        if escapes:
+            options.append(seq(Literals(escapes), _CANONICAL_TEXT))
+        for unit in sorted(u for u in node if u):
+            options.append(seq(literal(unit), complement(node[unit])))
         return alt(*options) if options else NOTHING
 
     return complement(trie)

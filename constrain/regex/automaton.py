@@ -25,13 +25,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import LimitExceededError
-from .tree import Alt, CharSet, Concat, Literals, Members, Node, Repeat
+from .algebra import DEAD, Automaton, ProductDFA
+from .tree import Alt, CharSet, Concat, Difference, Intersect, Literals, Members, Node, Repeat
 from .utf8 import add_utf8_trie, byte_runs, clip_to_runs
 
 __all__ = ["DEAD", "Limits", "ByteNFA", "LazyDFA"]
-
-#: Transition target meaning "no match is possible any more".
-DEAD = -1
 
 
 @dataclass(frozen=True)
@@ -76,9 +74,12 @@ class ByteNFA:
     reachable from ``q``.
     """
 
-    def __init__(self, tree: Node, limits: Limits, alphabet: bytes = b"\x01" * 256) -> None:
+    def __init__(
+        self, tree: Node, limits: Limits, alphabet: bytes = b"\x01" * 256, *, deadline: float | None = None
+    ) -> None:
         self.limits = limits
-        self._deadline = time.monotonic() + limits.timeout_s
+        self._deadline = time.monotonic() + limits.timeout_s if deadline is None else deadline
+        self._alphabet = alphabet
         self._runs = byte_runs(alphabet)
         self.edges: list[list[tuple[int, int, int]]] = []
         self.epsilon: list[list[int]] = []
@@ -87,6 +88,9 @@ class ByteNFA:
         #: loop state → (body entry, body exit, first and past-last state of the body).
         self._loops: dict[int, tuple[int, int, int, int]] = {}
         self._templates: dict[int, tuple[int, int, int, int]] = {}
+        #: Embedded automata (intersections, differences): the state that stands for one,
+        #: whose last counter is the embedded automaton's own state (see ``_embed``).
+        self.embedded: dict[int, Automaton] = {}
         self.start, self.accept = self._build(tree)
         del self._templates
         self.live = self._coreachable()
@@ -124,7 +128,7 @@ class ByteNFA:
             return self._strides[loop]
         kind, low, high = self.ops[loop]
         result: tuple[int, int, int] | None = None
-        if high is not None:
+        if high is not None and kind != "embedded":
             step = self._shortest_body(loop)
             if step > 0:  # a separated loop also tells count 0 (no separator yet) apart
                 result = (max(low, 1) if kind == "loop_sep" else low, high, step)
@@ -206,6 +210,8 @@ class ByteNFA:
                 self.ops[q + offset] = self.ops[q]
             if q in self._loops:
                 self._loops[q + offset] = tuple(x + offset for x in self._loops[q])  # type: ignore[assignment]
+            if q in self.embedded:
+                self.embedded[q + offset] = self.embedded[q]
         return entry + offset, exit_ + offset
 
     def _build_fresh(self, node: Node) -> tuple[int, int]:
@@ -231,7 +237,34 @@ class ByteNFA:
             return self._repeat(node)
         if isinstance(node, Members):
             return self._members(node)
+        if isinstance(node, (Intersect, Difference)):
+            parts = node.parts if isinstance(node, Intersect) else (node.base, *node.minus)
+            automata: list[Automaton] = [
+                LazyDFA(ByteNFA(part, self.limits, self._alphabet, deadline=self._deadline)) for part in parts
+            ]
+            product = ProductDFA(automata, subtract=isinstance(node, Difference),
+                                 max_states=self.limits.max_dfa_states, timeout_s=self.limits.timeout_s)  # fmt: skip
+            return self._embed(product)
         raise TypeError(f"unknown regex node {node!r}")
+
+    def _embed(self, automaton: Automaton) -> tuple[int, int]:
+        """One state that runs ``automaton``: its state rides on the counter stack.
+
+        ``enter`` pushes the automaton's start; the embedded state ``inside`` reads
+        bytes through the automaton's rows (``LazyDFA._expand_one``) and may leave to
+        ``exit`` whenever the automaton accepts (``LazyDFA._closure``). To the
+        counter machinery it is a loop of its own, never shared (``free_range`` None).
+        """
+        enter, inside, exit_ = self._state(), self._state(), self._state()
+        if automaton.start == DEAD:
+            return enter, exit_  # an empty language: no way from enter to exit
+        self.embedded[inside] = automaton
+        self.ops[enter] = ("enter", automaton.start, None)
+        self.ops[inside] = ("embedded", 0, None)
+        self._loops[inside] = (inside, inside, inside, inside + 1)
+        self.epsilon[enter].append(inside)
+        self.epsilon[inside].append(exit_)
+        return enter, exit_
 
     def _repeat(self, node: Repeat) -> tuple[int, int]:
         if node.separator is not None:
@@ -424,6 +457,14 @@ class ByteNFA:
         return blocked
 
 
+def _runs_of(row: NDArray[np.int32]) -> list[tuple[int, int, int]]:
+    """``(low, high, target)`` for each run of equal live targets in a row of 256 successors."""
+    cuts = np.flatnonzero(np.diff(row)) + 1
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [256])) - 1
+    return [(int(lo), int(hi), int(row[lo])) for lo, hi in zip(starts, ends) if row[lo] != DEAD]
+
+
 #: A repeat whose copies would exceed this many NFA states uses a counter instead.
 _COPY_BUDGET = 256
 
@@ -440,6 +481,8 @@ def _apply(op: tuple[str, int, int | None], targets: list[int], counters: tuple[
     kind, low, high = op
     if kind == "push":
         return [(targets[0], counters + (0,))]
+    if kind == "enter":  # an embedded automaton starts in its start state (``low``)
+        return [(targets[0], counters + (low,))]
     if kind == "pop":
         return [(targets[0], counters[:-1])]
     count = counters[-1]
@@ -496,6 +539,15 @@ class LazyDFA:
         if not self.expanded[state]:
             self.expand([state])
         return self.table[state]
+
+    def matches(self, data: bytes) -> bool:
+        """Whether the automaton accepts ``data`` in full (used to filter ``enum`` values)."""
+        state = self.start
+        for byte in data:
+            if state == DEAD:
+                return False
+            state = int(self.row(state)[byte])
+        return state != DEAD and self.is_final(state)
 
     def expand(self, states: "list[int] | NDArray[np.int32]") -> None:
         """Compute the table rows of ``states`` that are not computed yet."""
@@ -566,8 +618,12 @@ class LazyDFA:
         A sweep over the edges' range boundaries visits each run of bytes once
         (a string character's ``[^"\\]`` is a few runs, not 200 bytes).
         """
-        edges = self.nfa.edges
+        edges, embedded = self.nfa.edges, self.nfa.embedded
         moves = [(lo, hi, (target, counters)) for q, counters in self.sets[state] for lo, hi, target in edges[q]]
+        for q, counters in self.sets[state]:
+            if q in embedded:
+                moves += [(lo, hi, (q, counters[:-1] + (inner,)))
+                          for lo, hi, inner in _runs_of(embedded[q].row(counters[-1]))]  # fmt: skip
         bounds: dict[int, list[tuple[bool, int, VirtualState]]] = {}
         for key, (lo, hi, move) in enumerate(moves):
             bounds.setdefault(lo, []).append((True, key, move))
@@ -618,10 +674,13 @@ class LazyDFA:
             q, counters = stack.pop()
             if not nfa.live[q]:
                 continue
-            if nfa.edges[q] or q == nfa.accept:
+            embedded = nfa.embedded.get(q)
+            if nfa.edges[q] or q == nfa.accept or embedded is not None:
                 result.append((q, counters))
             op = nfa.ops.get(q)
-            if op is None:
+            if embedded is not None:  # leave once the embedded automaton accepts
+                nexts = [(nfa.epsilon[q][0], counters[:-1])] if embedded.is_final(counters[-1]) else []
+            elif op is None:
                 nexts = [(t, counters) for t in nfa.epsilon[q]]
             else:
                 nexts = _apply(op, nfa.epsilon[q], counters)

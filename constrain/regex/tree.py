@@ -15,7 +15,7 @@ from typing import Union
 from .utf8 import complement_ranges
 
 __all__ = [
-    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Node",
+    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Intersect", "Difference", "Node",
     "EMPTY", "NOTHING", "literal", "seq", "alt", "optional", "render",
 ]  # fmt: skip
 
@@ -81,7 +81,22 @@ class RuleRef:
     name: str
 
 
-Node = Union[CharSet, Concat, Alt, Repeat, Literals, Members, RuleRef]
+@dataclass(frozen=True)
+class Intersect:
+    """Text that every one of ``parts`` matches (``pattern`` ∩ ``format`` ∩ ``maxLength``)."""
+
+    parts: tuple["Node", ...]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Text that ``base`` matches and none of ``minus`` does (``not``, ``oneOf``, keys that are not declared)."""
+
+    base: "Node"
+    minus: tuple["Node", ...]
+
+
+Node = Union[CharSet, Concat, Alt, Repeat, Literals, Members, RuleRef, Intersect, Difference]
 
 #: The empty string, and the empty language.
 EMPTY: Node = Concat(())
@@ -144,6 +159,8 @@ def render(node: Node) -> str:
         return _render_members(node)
     if isinstance(node, RuleRef):
         raise TypeError(f"rule {node.name!r} is recursive: no regex can express it")
+    if isinstance(node, (Intersect, Difference)):
+        raise TypeError("an intersection or difference of patterns has no Python regex text; the automaton builds it")
     raise TypeError(f"unknown regex node {node!r}")
 
 

@@ -1,0 +1,182 @@
+"""Intersection and difference of byte automata, built lazily: the product on first visit.
+
+A regular language is closed under intersection and complement, but a Thompson NFA
+(``automaton.ByteNFA``) can only build union, concatenation and repetition. The
+schema walker needs the other two — ``pattern`` ∩ ``format`` ∩ ``maxLength``, a key
+that matches ``patternProperties`` but is no declared property, ``not``, ``oneOf``
+(one branch and none of the others) — so :class:`ProductDFA` runs several
+deterministic automata side by side: a product state is the tuple of their states,
+created when first reached, as the lazy DFA creates its subset states.
+
+The one thing a product cannot inherit from its parts is liveness. Every state a
+part hands out can still reach one of *its* accepting states, but a tuple of live
+states may never reach a state where all parts agree (``[a-z]+`` ∩ ``[0-9]+`` is
+empty although each part is live). So a product state is handed out only after a
+search from it found an accepting tuple (breadth-first: the nearest one); a search
+that exhausts its reach marks every tuple it saw as dead. The guide's invariant —
+every allowed token keeps the text completable — holds for products too.
+
+The automaton that embeds a product (``ByteNFA``) treats it as one opaque state
+that carries the product's state id in its counter stack (see ``LazyDFA``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import LimitExceededError
+
+__all__ = ["DEAD", "Automaton", "ProductDFA"]
+
+#: Transition target meaning "no match is possible any more".
+DEAD = -1
+
+
+class Automaton(Protocol):
+    """What a product needs of a part: a start, a row of 256 successors, finality.
+
+    Parts hand out live states only (``DEAD`` for everything else).
+    """
+
+    @property
+    def start(self) -> int: ...
+
+    def row(self, state: int) -> NDArray[np.int32]: ...
+
+    def is_final(self, state: int) -> bool: ...
+
+
+Tuple = tuple[int, ...]
+
+
+class ProductDFA:
+    """The intersection of ``parts``, or with ``subtract=True`` the first part minus all others.
+
+    In a difference the subtracted parts may be ``DEAD`` (the text left their
+    language: good) and a tuple is accepting when the first part accepts and none
+    of the others does.
+    """
+
+    def __init__(self, parts: list[Automaton], *, subtract: bool, max_states: int, timeout_s: float) -> None:
+        self.parts = parts
+        self.subtract = subtract
+        self.max_states = max_states
+        self.timeout_s = timeout_s
+        self._ids: dict[Tuple, int] = {}
+        self._tuples: list[Tuple] = []
+        self._rows: dict[int, NDArray[np.int32]] = {}
+        self._raw: dict[Tuple, tuple[NDArray[np.int32], list[Tuple]]] = {}
+        self._live: set[Tuple] = set()
+        self._dead: set[Tuple] = set()
+        self._lock = threading.RLock()
+        first = tuple(p.start for p in parts)
+        self.start = self._intern(first) if self._alive(first) and self._is_live(first) else DEAD
+
+    @property
+    def num_states(self) -> int:
+        return len(self._tuples)
+
+    def is_final(self, state: int) -> bool:
+        return self._accepts(self._tuples[state])
+
+    def row(self, state: int) -> NDArray[np.int32]:
+        row = self._rows.get(state)
+        if row is not None:
+            return row
+        with self._lock:
+            columns, successors = self._successors(self._tuples[state])
+            ids = np.array([self._intern(t) if self._is_live(t) else DEAD for t in successors] + [DEAD],
+                           dtype=np.int32)  # fmt: skip
+            row = ids[columns]  # columns == len(successors) where no successor: the DEAD at the end
+            self._rows[state] = row
+        return row
+
+    # ------------------------------------------------------------------ construction
+
+    def _alive(self, states: Tuple) -> bool:
+        """The parts that must match still can: all of them, or the first one of a difference."""
+        return states[0] != DEAD if self.subtract else DEAD not in states
+
+    def _accepts(self, states: Tuple) -> bool:
+        if not self._alive(states) or not self.parts[0].is_final(states[0]):
+            return False
+        others = zip(self.parts[1:], states[1:])
+        if self.subtract:
+            return not any(s != DEAD and p.is_final(s) for p, s in others)
+        return all(p.is_final(s) for p, s in others)
+
+    def _successors(self, states: Tuple) -> tuple[NDArray[np.int32], list[Tuple]]:
+        """Per byte, the index of its successor tuple in the returned list (len(list): none)."""
+        cached = self._raw.get(states)
+        if cached is not None:
+            return cached
+        rows = np.stack([p.row(s) if s != DEAD else _DEAD_ROW for p, s in zip(self.parts, states)])
+        alive = rows[0] != DEAD if self.subtract else (rows != DEAD).all(axis=0)
+        columns = np.full(256, 0, dtype=np.int32)
+        successors: list[Tuple] = []
+        if alive.any():
+            unique, inverse = np.unique(rows[:, alive].T, axis=0, return_inverse=True)
+            successors = [tuple(int(x) for x in u) for u in unique]
+            columns[alive] = inverse.reshape(-1)
+        columns[~alive] = len(successors)
+        self._raw[states] = (columns, successors)
+        if len(self._raw) > self.max_states:
+            raise LimitExceededError(
+                "max_dfa_states", self.max_states,
+                "an intersection or difference of patterns needs more states than allowed",
+            )  # fmt: skip
+        return columns, successors
+
+    def _is_live(self, states: Tuple) -> bool:
+        """Whether an accepting tuple is reachable; the search marks what it learns on the way."""
+        if states in self._live:
+            return True
+        if states in self._dead:
+            return False
+        deadline = time.monotonic() + self.timeout_s
+        parent: dict[Tuple, Tuple | None] = {states: None}
+        queue = deque([states])
+        found: Tuple | None = None
+        while queue:
+            current = queue.popleft()
+            if current in self._live or self._accepts(current):
+                found = current
+                break
+            for successor in self._successors(current)[1]:
+                if successor not in parent and successor not in self._dead:
+                    parent[successor] = current
+                    queue.append(successor)
+            if len(parent) % 256 == 0 and time.monotonic() > deadline:
+                raise LimitExceededError(
+                    "timeout_s", self.timeout_s, "deciding whether an intersection or difference can still match",
+                )  # fmt: skip
+        if found is None:
+            self._dead.update(parent)
+            return False
+        step: Tuple | None = found
+        while step is not None:
+            self._live.add(step)
+            step = parent[step]
+        return True
+
+    def _intern(self, states: Tuple) -> int:
+        existing = self._ids.get(states)
+        if existing is not None:
+            return existing
+        if len(self._tuples) >= self.max_states:
+            raise LimitExceededError(
+                "max_dfa_states", self.max_states,
+                "an intersection or difference of patterns needs more states than allowed",
+            )  # fmt: skip
+        self._ids[states] = len(self._tuples)
+        self._tuples.append(states)
+        return len(self._tuples) - 1
+
+
+_DEAD_ROW = np.full(256, DEAD, dtype=np.int32)
