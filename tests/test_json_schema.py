@@ -235,6 +235,8 @@ def test_annotations_are_ignored_and_listed(smollm2: object) -> None:
     assert guide.dropped == ()
     assert accepts(guide, tokenize_continuation(smollm2, '{"id": 7, "when": "any text"}'))
     assert not accepts(guide, tokenize_continuation(smollm2, '{"id": "7"}'))
+    with pytest.raises(constrain.UnsupportedSchemaError, match="'regex'"):  # defined by the spec: checked
+        to_regex({"type": "string", "format": "regex"})
 
 
 def test_older_draft_spellings() -> None:

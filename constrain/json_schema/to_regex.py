@@ -31,7 +31,7 @@ from ..errors import ConstrainError, PatternError
 from ..regex.automaton import ByteNFA, LazyDFA, Limits
 from ..regex.parse import parse_regex
 from ..regex.tree import (
-    EMPTY, NOTHING, CharSet, Difference, Intersect, Literals, Members, Node, Repeat, RuleRef, alt, literal, optional,
+    EMPTY, NOTHING, CharSet, Difference, Intersect, Literals, Members, MemberSet, Node, Repeat, RuleRef, alt, literal, optional,
     render, seq,
 )  # fmt: skip
 from .patterns import BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR, integer_range
@@ -68,6 +68,13 @@ _SPEC_ANNOTATIONS = frozenset({
     "readOnly", "writeOnly", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary",
     "contentMediaType", "contentEncoding", "contentSchema", "$defs", "definitions",
 })  # fmt: skip
+# The formats draft 2020-12 defines (section 7.3). A validator asserting formats checks
+# these, so one that is not implemented is refused rather than ignored.
+_SPEC_FORMATS = frozenset({
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
+    "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
+    "relative-json-pointer", "regex",
+})  # fmt: skip
 _TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
 
 
@@ -102,6 +109,11 @@ class SchemaOptions:
     declared properties (the usual wish for generation); False follows the spec's
     default (extra properties with any value).
     ``any_value_depth``: how deep a free-form value (``{}``, ``true``) may nest.
+    ``property_order``: ``"definition"`` (declared members in the order the schema
+    lists them, as xgrammar and llguidance generate them) or ``"any"`` (the
+    specification's reading: any order). ``"any"`` costs states: inside every member
+    value the automaton remembers which members were seen, so first visits multiply.
+    Recursive schemas (the grammar backend) keep definition order.
     """
 
     whitespace: str = "default"
@@ -109,6 +121,11 @@ class SchemaOptions:
     max_recursion_depth: int | None = None
     strict_properties: bool = True
     any_value_depth: int = 2
+    property_order: str = "definition"
+
+    def __post_init__(self) -> None:
+        if self.property_order not in ("definition", "any"):
+            raise SchemaError(f"property_order must be 'definition' or 'any', not {self.property_order!r}")
 
 
 @dataclass
@@ -226,6 +243,7 @@ class _Walker:
     def __init__(self, root: Any, options: SchemaOptions, rule_refs: frozenset[str], limits: Limits) -> None:
         self.root = root
         self.limits = limits
+        self.any_order = options.property_order == "any" and not rule_refs  # grammars write ordered members only
         self.options = options
         self.rule_refs = rule_refs
         self.rules: dict[str, Node] = {}
@@ -604,7 +622,10 @@ class _Walker:
         high = _count(schema.pop("maxLength", None), "maxLength", pointer)
         pattern, fmt = schema.pop("pattern", None), schema.pop("format", None)
         if fmt is not None and fmt not in FORMATS:
-            self.ignore("format", pointer)  # an unknown format is an annotation (2020-12, section 7.2.3)
+            if fmt in _SPEC_FORMATS:  # the spec defines it and validators check it: never pass it silently
+                self.unsupported("format", f"{pointer}/format", f"the format {fmt!r} is not implemented")
+            else:
+                self.ignore("format", pointer)  # a format no specification defines is an annotation (7.2.3)
             fmt = None
         parts: list[Node] = []
         if low or high is not None:
@@ -705,10 +726,18 @@ class _Walker:
             raise SchemaError(f"properties and patternProperties at {pointer} must be objects")
         if not isinstance(required, list) or not all(isinstance(n, str) for n in required):
             raise SchemaError(f"required at {pointer} must be a list of strings")
-        for key in ("minProperties", "maxProperties", "dependentRequired"):
-            if key in schema:
-                self.unsupported(key, f"{pointer}/{key}", "not expressible by the regex backend")
-                schema.pop(key)
+        low = _count(schema.pop("minProperties", 0), "minProperties", pointer)
+        high = _count(schema.pop("maxProperties", None), "maxProperties", pointer)
+        dependent = schema.pop("dependentRequired", {})
+        if not isinstance(dependent, dict) or not all(
+            isinstance(v, list) and all(isinstance(n, str) for n in v) for v in dependent.values()
+        ):
+            raise SchemaError(f"dependentRequired at {pointer} must map names to lists of names")
+        counted = bool(low or high is not None or dependent)
+        if counted and self.rule_refs:
+            self.unsupported("minProperties" if low else "maxProperties" if high is not None else "dependentRequired",
+                             pointer, "the grammar backend keeps members in order and does not count them")  # fmt: skip
+            low, high, dependent, counted = 0, None, {}, False
         keys = [(self.key_pattern(p, f"{pointer}/patternProperties/{_escape_pointer(p)}"), sub, p)
                 for p, sub in patterns.items()]  # fmt: skip
         names_node = None if names_schema is True else self.node(names_schema, f"{pointer}/propertyNames")
@@ -725,6 +754,9 @@ class _Walker:
             return False if additional is False else True if additional is None else additional
 
         members = []
+        # a name that another present member requires may need to appear: declare it
+        for name in [n for names in dependent.values() for n in names]:
+            properties.setdefault(name, value_schema(name))
         for name in list(dict.fromkeys([*properties, *required])):
             if names_check is not None and not names_check.matches(json.dumps(name, ensure_ascii=False).encode()):
                 if name in required:
@@ -736,10 +768,24 @@ class _Walker:
                 if name in required:
                     return NOTHING
                 continue
-            members.append((seq(literal(json.dumps(name, ensure_ascii=False)), self.colon, value), name in required))
+            members.append((seq(literal(json.dumps(name, ensure_ascii=False)), self.colon, value), name in required, name))
         declared = list(dict.fromkeys([*properties, *required]))
         extra = self.extra_members(declared, keys, additional, names_node, pointer)
-        return self.wrap("{", Members(tuple(members), self.sep, extra), "}")
+        if not (self.any_order or counted):
+            return self.wrap("{", Members(tuple((m, r) for m, r, _ in members), self.sep, extra), "}")
+        present = {name for _, _, name in members}
+        for name, needs in _fixpoint_drops(dependent, present):  # members that need an impossible one
+            if name in required:
+                return NOTHING
+        members = [m for m in members if m[2] in present]
+        index = {name: i for i, (_, _, name) in enumerate(members)}
+        dependencies = [(name, needs) for name, needs in dependent.items() if name in index]
+        body = MemberSet(
+            tuple(m for m, _, _ in members), tuple(i for i, (_, r, _) in enumerate(members) if r), self.sep, extra,
+            low, high, tuple((index[n], tuple(index[x] for x in needs)) for n, needs in dependencies),
+            ordered=not self.any_order,
+        )  # fmt: skip
+        return self.wrap("{", body, "}")
 
     def key_pattern(self, pattern: Any, pointer: str) -> tuple[Node, LazyDFA]:
         """A ``patternProperties`` pattern as key content in its canonical spelling, and its automaton."""
@@ -865,6 +911,20 @@ _TYPE_KEYWORDS = frozenset({
 })  # fmt: skip
 _TAKE_MAX = frozenset({"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"})
 _TAKE_MIN = frozenset({"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"})
+
+
+def _fixpoint_drops(dependent: dict[str, list[str]], present: set[str]) -> list[tuple[str, list[str]]]:
+    """Remove from ``present`` every member that depends on one that cannot appear; returns those."""
+    dropped = []
+    changed = True
+    while changed:
+        changed = False
+        for name, needs in dependent.items():
+            if name in present and any(n not in present for n in needs):
+                present.discard(name)
+                dropped.append((name, needs))
+                changed = True
+    return dropped
 
 
 def _conjoin_all(schemas: list[Any]) -> Any:

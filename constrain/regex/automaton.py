@@ -20,13 +20,14 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import LimitExceededError
 from .algebra import DEAD, Automaton, ProductDFA
-from .tree import Alt, CharSet, Concat, Difference, Intersect, Literals, Members, Node, Repeat
+from .tree import Alt, CharSet, Concat, Difference, Intersect, Literals, Members, MemberSet, Node, Repeat
 from .utf8 import add_utf8_trie, byte_runs, clip_to_runs
 
 __all__ = ["DEAD", "Limits", "ByteNFA", "LazyDFA"]
@@ -84,7 +85,7 @@ class ByteNFA:
         self.edges: list[list[tuple[int, int, int]]] = []
         self.epsilon: list[list[int]] = []
         #: Counter operations of the states that implement counted repeats (see ``_counted``).
-        self.ops: dict[int, tuple[str, int, int | None]] = {}
+        self.ops: dict[int, tuple[Any, ...]] = {}
         #: loop state → (body entry, body exit, first and past-last state of the body).
         self._loops: dict[int, tuple[int, int, int, int]] = {}
         self._templates: dict[int, tuple[int, int, int, int]] = {}
@@ -126,9 +127,9 @@ class ByteNFA:
         """
         if loop in self._strides:
             return self._strides[loop]
-        kind, low, high = self.ops[loop]
+        kind, low, high = self.ops[loop][:3]
         result: tuple[int, int, int] | None = None
-        if high is not None and kind != "embedded":
+        if high is not None and kind in ("loop", "loop_sep"):
             step = self._shortest_body(loop)
             if step > 0:  # a separated loop also tells count 0 (no separator yet) apart
                 result = (max(low, 1) if kind == "loop_sep" else low, high, step)
@@ -237,6 +238,8 @@ class ByteNFA:
             return self._repeat(node)
         if isinstance(node, Members):
             return self._members(node)
+        if isinstance(node, MemberSet):
+            return self._member_set(node)
         if isinstance(node, (Intersect, Difference)):
             parts = node.parts if isinstance(node, Intersect) else (node.base, *node.minus)
             automata: list[Automaton] = [
@@ -379,6 +382,50 @@ class ByteNFA:
             self._enter_item(node.extra, node.separator, first[n], later[n], later[n])
         return first[0], exit_
 
+    def _member_set(self, node: MemberSet) -> tuple[int, int]:
+        """Members in any order: a hub that knows, from its counter, which items were seen.
+
+        The counter holds a bit per item and, above those bits, the member count
+        (saturated where no guard can tell larger counts apart). ``hub``: a separator
+        first unless nothing was emitted yet, or leave when the object may end;
+        ``choose``: enter an unseen item (or an extra) while the count allows one more;
+        ``mark_i``: set item i's bit, count one member, back to the hub. The body's
+        states lie in one range, like a counted loop's, so states inside items see
+        the set's counter at its place in the stack (``loop_scope``).
+        """
+        n = len(node.items)
+        if len(node.required) > (node.max_count if node.max_count is not None else n) or (
+            node.extra is None and node.min_count > n
+        ):
+            entry, exit_ = self._state(), self._state()
+            return entry, exit_  # the bounds exclude every object: no way through
+        base = len(self.edges)
+        items = [self._build(item) for item in node.items]
+        sep_entry, sep_end = self._build(node.separator)
+        extra = self._build(node.extra) if node.extra is not None else None
+        top = len(self.edges)
+        push, hub, choose, pop, exit_ = (self._state() for _ in range(5))
+        cap = max(1, node.min_count, node.max_count or 0)
+        dependencies = tuple((1 << i, sum(1 << j for j in others)) for i, others in node.dependencies)
+        spec = _SetSpec(n, sum(1 << i for i in node.required), node.min_count, node.max_count, cap, dependencies,
+                        node.ordered)  # fmt: skip
+        self._loops[hub] = (choose, hub, base, top)
+        self.ops[push] = ("set_push", 0, None)
+        self.ops[hub] = ("set_hub", 0, None, spec)  # type: ignore[assignment]
+        self.ops[choose] = ("set_choose", 0, None, spec)  # type: ignore[assignment]
+        self.ops[pop] = ("pop", 0, None)
+        self.epsilon[push].append(hub)
+        self.epsilon[hub] += [sep_entry, choose, pop]
+        self.epsilon[sep_end].append(choose)
+        for i, (start, end) in enumerate(items + ([extra] if extra is not None else [])):
+            self.epsilon[choose].append(start)
+            mark = self._state()
+            self.ops[mark] = ("set_mark", i, None, spec)  # type: ignore[assignment]
+            self.epsilon[end].append(mark)
+            self.epsilon[mark].append(hub)
+        self.epsilon[pop].append(exit_)
+        return push, exit_
+
     def _enter_item(self, item: Node, separator: Node, bare: int, after_separator: int, done: int) -> None:
         start, end = self._build(item)
         sep_start, sep_end = self._build(separator)
@@ -476,9 +523,53 @@ VirtualState = tuple[int, tuple[int, ...]]
 FREE = 1 << 40
 
 
-def _apply(op: tuple[str, int, int | None], targets: list[int], counters: tuple[int, ...]) -> list[VirtualState]:
+@dataclass(frozen=True)
+class _SetSpec:
+    """What the guards of an unordered member set read (see ``ByteNFA._member_set``)."""
+
+    items: int
+    required: int  # bit mask
+    min_count: int
+    max_count: int | None
+    cap: int  # counts saturate here
+    dependencies: tuple[tuple[int, int], ...]  # (bit of an item, bits it requires)
+    ordered: bool  # item i only while no item from i on was seen
+
+    def may_end(self, seen: int, count: int) -> bool:
+        return (
+            seen & self.required == self.required
+            and count >= self.min_count
+            and all(seen & needs == needs for bit, needs in self.dependencies if seen & bit)
+        )
+
+
+def _member_set(op: tuple, targets: list[int], counters: tuple[int, ...]) -> list[VirtualState]:
+    """The epsilon successors of an unordered member set's states (see ``ByteNFA._member_set``)."""
+    kind, spec = op[0], op[3]
+    value = counters[-1]
+    seen, count = value & ((1 << spec.items) - 1), value >> spec.items
+    if kind == "set_hub":
+        separator, choose, leave = targets
+        out = [(separator if count else choose, counters)]
+        return out + [(leave, counters)] if spec.may_end(seen, count) else out
+    if kind == "set_choose":
+        if spec.max_count is not None and count >= spec.max_count:
+            return []
+        if spec.ordered:
+            return [(t, counters) for i, t in enumerate(targets) if i >= spec.items or not seen >> i]
+        return [(t, counters) for i, t in enumerate(targets) if i >= spec.items or not seen >> i & 1]
+    # "set_mark": item op[1] (or an extra, past the items) was read
+    bit = 1 << op[1] if op[1] < spec.items else 0
+    return [(targets[0], counters[:-1] + ((seen | bit) | (min(count + 1, spec.cap) << spec.items),))]
+
+
+def _apply(op: tuple, targets: list[int], counters: tuple[int, ...]) -> list[VirtualState]:
     """The epsilon successors of a counter state (see ``ByteNFA._counted``)."""
-    kind, low, high = op
+    kind, low, high = op[:3]
+    if kind.startswith("set_") and kind != "set_push":
+        return _member_set(op, targets, counters)
+    if kind == "set_push":
+        return [(targets[0], counters + (0,))]
     if kind == "push":
         return [(targets[0], counters + (0,))]
     if kind == "enter":  # an embedded automaton starts in its start state (``low``)

@@ -15,7 +15,7 @@ from typing import Union
 from .utf8 import complement_ranges
 
 __all__ = [
-    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Intersect", "Difference", "Node",
+    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Intersect", "Difference", "MemberSet", "Node",
     "EMPTY", "NOTHING", "literal", "seq", "alt", "optional", "render",
 ]  # fmt: skip
 
@@ -82,6 +82,30 @@ class RuleRef:
 
 
 @dataclass(frozen=True)
+class MemberSet:
+    """Items in any order (or in order), each at most once, with ``separator`` between them; plus any
+    number of ``extra`` items. ``required`` items must all appear; the member count
+    (extras included) lies in ``[min_count, max_count]``; ``dependencies`` pairs
+    ``(i, others)`` say that where item ``i`` appears, the items ``others`` appear too.
+
+    A JSON object as the specification reads it: members in any order,
+    ``minProperties``/``maxProperties``, ``dependentRequired``. The automaton tracks
+    which items were seen (a bit set on the counter stack), so the states it creates
+    are the subsets a walk reaches, not all 2^n of them.
+    """
+
+    items: tuple["Node", ...]
+    required: tuple[int, ...]
+    separator: "Node"
+    extra: "Node | None" = None
+    min_count: int = 0
+    max_count: int | None = None
+    dependencies: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    #: Items in their listed order (each after every item before it that appears); extras anywhere.
+    ordered: bool = False
+
+
+@dataclass(frozen=True)
 class Intersect:
     """Text that every one of ``parts`` matches (``pattern`` ∩ ``format`` ∩ ``maxLength``)."""
 
@@ -96,7 +120,7 @@ class Difference:
     minus: tuple["Node", ...]
 
 
-Node = Union[CharSet, Concat, Alt, Repeat, Literals, Members, RuleRef, Intersect, Difference]
+Node = Union[CharSet, Concat, Alt, Repeat, Literals, Members, MemberSet, RuleRef, Intersect, Difference]
 
 #: The empty string, and the empty language.
 EMPTY: Node = Concat(())
@@ -159,8 +183,9 @@ def render(node: Node) -> str:
         return _render_members(node)
     if isinstance(node, RuleRef):
         raise TypeError(f"rule {node.name!r} is recursive: no regex can express it")
-    if isinstance(node, (Intersect, Difference)):
-        raise TypeError("an intersection or difference of patterns has no Python regex text; the automaton builds it")
+    if isinstance(node, (Intersect, Difference, MemberSet)):
+        raise TypeError("an intersection, a difference or an unordered member set has no Python regex text; "
+                        "the automaton builds it")
     raise TypeError(f"unknown regex node {node!r}")
 
 
