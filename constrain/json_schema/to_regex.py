@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from fractions import Fraction
 import math
 import re
 import warnings
@@ -31,7 +32,7 @@ from ..errors import ConstrainError, PatternError
 from ..regex.automaton import ByteNFA, LazyDFA, Limits
 from ..regex.parse import parse_regex
 from ..regex.tree import (
-    EMPTY, NOTHING, CharSet, Difference, Intersect, Literals, Members, MemberSet, Node, Repeat, RuleRef, alt, literal, optional,
+    EMPTY, NOTHING, CharSet, Difference, Intersect, Literals, Members, MemberSet, Multiple, Node, Repeat, RuleRef, alt, literal, optional,
     render, seq,
 )  # fmt: skip
 from .patterns import BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR, integer_range
@@ -75,6 +76,8 @@ _SPEC_FORMATS = frozenset({
     "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
     "relative-json-pointer", "regex",
 })  # fmt: skip
+#: The largest integer ``multipleOf`` built as an automaton (one state per remainder).
+_MAX_DIVISOR = 100_000
 _TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
 
 
@@ -240,10 +243,18 @@ def _fragment(pattern: str) -> Node:
 
 
 class _Walker:
-    def __init__(self, root: Any, options: SchemaOptions, rule_refs: frozenset[str], limits: Limits) -> None:
+    def __init__(
+        self, root: Any, options: SchemaOptions, rule_refs: frozenset[str], limits: Limits, *, over: bool = False
+    ) -> None:
         self.root = root
         self.limits = limits
-        self.any_order = options.property_order == "any" and not rule_refs  # grammars write ordered members only
+        #: Build a *superset* of each schema's texts instead of a subset: what ``not`` and
+        #: ``oneOf`` subtract must hold every text the guide could write for a value the
+        #: subtracted schema accepts (see :meth:`superset`).
+        self.over = over
+        self._superset: _Walker | None = None
+        # grammars write ordered members only; a superset takes every order
+        self.any_order = over or (options.property_order == "any" and not rule_refs)
         self.options = options
         self.rule_refs = rule_refs
         self.rules: dict[str, Node] = {}
@@ -257,7 +268,24 @@ class _Walker:
 
     # ------------------------------------------------------------------ helpers
 
+    def superset(self) -> "_Walker":
+        """A walker for the same document that builds supersets (sharing the notes on ignored keywords).
+
+        Where this walker keeps a language *smaller* than the schema's (closed objects,
+        definition order, bounded free-form values, numbers without exponents, one
+        spelling per string), the superset walker keeps it larger: objects open and in
+        any order, free-form values as any text, every spelling of a number or string
+        value added, and keywords it cannot build dropped. ``A ∖ superset(B)`` is then
+        inside ``A ∖ B``: over-constrained at worst, never weaker.
+        """
+        if self._superset is None:
+            self._superset = _Walker(self.root, self.options, frozenset(), self.limits, over=True)
+            self._superset.ignored, self._superset._ignored_seen = self.ignored, self._ignored_seen
+        return self._superset
+
     def unsupported(self, keyword: str, pointer: str, reason: str) -> None:
+        if self.over:
+            return  # dropping a keyword only widens a superset
         if not self.options.lenient:
             raise UnsupportedSchemaError(keyword, pointer, reason)
         self.dropped.append((keyword, pointer or "#"))
@@ -374,7 +402,8 @@ class _Walker:
                     "into the regex, or use the grammar backend for unbounded depth",
                 )  # fmt: skip
             if depth > self.options.max_recursion_depth:
-                return NOTHING  # deeper nesting is cut off: over-constrained, never invalid
+                # deeper nesting is cut off: over-constrained, never invalid (a superset takes anything)
+                return _ANY_TEXT if self.over else NOTHING
         self._ref_stack.append(ref)
         try:
             return self.node(self.resolve(ref, pointer), ref)
@@ -423,14 +452,17 @@ class _Walker:
         branches = schema.pop(keyword)
         if not isinstance(branches, list) or not branches:
             raise SchemaError(f"{keyword} at {pointer} must be a non-empty list")
-        if keyword == "oneOf" and len(branches) > 1 and not self.disjoint(branches, pointer):
-            self.unsupported("oneOf", f"{pointer}/oneOf",
-                             "its branches may overlap, and a regex cannot forbid matching two of them")  # fmt: skip
+        # exactly one branch: each branch minus (supersets of) the others, unless they cannot overlap
+        # (a superset of oneOf is anyOf)
+        exclusive = keyword == "oneOf" and len(branches) > 1 and not self.over and not self.disjoint(branches, pointer)
+        others = [self.superset().node(b, f"{pointer}/oneOf/{i}") for i, b in enumerate(branches)] if exclusive else []
         # S ∧ (A ∨ B) = (S ∧ A) ∨ (S ∧ B): siblings move into every branch.
         options = []
         for i, branch in enumerate(branches):
             combined = {"allOf": [schema, branch]} if schema else branch
-            options.append(self.node(combined, f"{pointer}/{keyword}/{i}"))
+            option = self.node(combined, f"{pointer}/{keyword}/{i}")
+            minus = tuple(o for j, o in enumerate(others) if j != i and o != NOTHING)
+            options.append(Difference(option, minus) if minus and option != NOTHING else option)
         return alt(*options)
 
     def disjoint(self, branches: list[Any], pointer: str) -> bool:
@@ -439,7 +471,7 @@ class _Walker:
         resolved = [self.deref(b, pointer) for b in branches]
         if not all(isinstance(b, dict) for b in resolved):
             return False
-        consts = [json.dumps(b["const"], sort_keys=True) if "const" in b else None for b in resolved]
+        consts = [_json_key(b["const"]) if "const" in b else None for b in resolved]
         if None not in consts and len(set(consts)) == len(consts):
             return True
         if self.discriminated(resolved, pointer):
@@ -461,20 +493,22 @@ class _Walker:
                     tag = {"const": tag["enum"][0]}
                 if not (isinstance(tag, dict) and "const" in tag):
                     break
-                tags.append(json.dumps(tag["const"], sort_keys=True))
+                tags.append(_json_key(tag["const"]))
             else:
                 if len(set(tags)) == len(tags):
                     return True
         return False
 
     def negation(self, schema: dict[str, Any], pointer: str) -> Node:
-        """Only the trivial negations: ``not false`` (no constraint) and ``not {}``/``not true`` (nothing)."""
+        """``not``: the siblings' texts minus a superset of the negated schema's texts (exact where that is)."""
         inner = self.deref(schema.pop("not"), pointer)
+        rest = self.node(schema or True, pointer)
+        if self.over or inner is False:
+            return rest  # a superset may ignore the negation
         if inner is True or (isinstance(inner, dict) and not set(inner) & _ASSERTIONS):
             return NOTHING
-        if inner is not False:
-            self.unsupported("not", f"{pointer}/not", "a regex complement is not implemented")
-        return self.node(schema or True, pointer)
+        excluded = self.superset().node(inner, f"{pointer}/not")
+        return rest if excluded == NOTHING else Difference(rest, (excluded,))
 
     def literals(self, schema: dict[str, Any], pointer: str) -> Node:
         """``const``/``enum``: the listed values that the sibling keywords also accept."""
@@ -496,6 +530,13 @@ class _Walker:
         options: list[Node] = []
         if scalars:
             options.append(Literals(tuple(dict.fromkeys(_scalar_spellings(scalars)))))
+        if self.over:  # every other spelling of the same values
+            if any(isinstance(v, (dict, list)) for v in values):
+                return _ANY_TEXT
+            options += [_number_spellings(v) for v in scalars if _is_number(v)]
+            if any(isinstance(v, str) for v in scalars):
+                options.append(_fragment(_ESCAPED_STRING))
+            return alt(*options)
         options += [self.literal_value(v) for v in values if isinstance(v, (dict, list))]
         return alt(*options)
 
@@ -521,7 +562,10 @@ class _Walker:
         options, unused = [], set(schema)
         for t in dict.fromkeys(types):
             own = dict(schema)
-            options.append(getattr(self, f"type_{t}")(own, pointer))
+            option = getattr(self, f"type_{t}")(own, pointer)
+            if self.over and t in _OTHER_SPELLINGS:
+                option = _OTHER_SPELLINGS[t](option)
+            options.append(option)
             unused &= set(own)
         for key in sorted(unused - _TYPE_KEYWORDS):  # another type's keyword constrains nothing here
             self.unsupported(key, f"{pointer}/{key}", "the regex backend does not implement it")
@@ -538,12 +582,16 @@ class _Walker:
     def type_integer(self, schema: dict[str, Any], pointer: str) -> Node:
         low, high = self.integer_bounds(schema, pointer)
         step = schema.pop("multipleOf", None)
-        # Every integer is a multiple of 1/n (1, 0.5, 0.25, ...); other steps need divisibility.
-        if step is not None and not (isinstance(step, (int, float)) and step > 0 and (1 / step).is_integer()):
-            self.unsupported("multipleOf", f"{pointer}/multipleOf", "divisibility is not implemented")
-        if low is None and high is None:
-            return _fragment(INTEGER)
-        return _fragment(integer_range(low, high))
+        if step is not None and (isinstance(step, bool) or not isinstance(step, (int, float)) or not step > 0):
+            raise SchemaError(f"multipleOf at {pointer} must be a number greater than 0, not {step!r}")
+        values = _fragment(INTEGER) if low is None and high is None else _fragment(integer_range(low, high))
+        if step is None or (1 / Fraction(step)).denominator == 1:
+            return values  # every integer is a multiple of 1/n (1, 0.5, 0.25, ...), computed exactly
+        if Fraction(step).denominator != 1 or step > _MAX_DIVISOR:
+            self.unsupported("multipleOf", f"{pointer}/multipleOf",
+                             f"divisibility is implemented for integer steps up to {_MAX_DIVISOR}")  # fmt: skip
+            return values
+        return Intersect((values, Multiple(int(step)))) if low is not None or high is not None else Multiple(int(step))
 
     def integer_bounds(self, schema: dict[str, Any], pointer: str) -> tuple[int | None, int | None]:
         low: int | None = None
@@ -621,6 +669,8 @@ class _Walker:
         low = _count(schema.pop("minLength", 0), "minLength", pointer)
         high = _count(schema.pop("maxLength", None), "maxLength", pointer)
         pattern, fmt = schema.pop("pattern", None), schema.pop("format", None)
+        if fmt is not None and self.over:
+            fmt = None  # a format regex may be narrower than the format: a superset leaves it out
         if fmt is not None and fmt not in FORMATS:
             if fmt in _SPEC_FORMATS:  # the spec defines it and validators check it: never pass it silently
                 self.unsupported("format", f"{pointer}/format", f"the format {fmt!r} is not implemented")
@@ -718,7 +768,7 @@ class _Walker:
         properties: dict[str, Any] = dict(schema.pop("properties", {}))
         required = list(dict.fromkeys(schema.pop("required", [])))
         additional = schema.pop("additionalProperties", None)
-        if additional is None and not self.options.strict_properties:
+        if additional is None and (self.over or not self.options.strict_properties):
             additional = True
         patterns = schema.pop("patternProperties", {})
         names_schema = schema.pop("propertyNames", True)
@@ -835,6 +885,8 @@ class _Walker:
 
     def any_value(self) -> Node:
         """Any JSON value, nested at most ``any_value_depth`` levels (a regex cannot nest freely)."""
+        if self.over:
+            return _ANY_TEXT  # every value, however deep (and more)
         scalar = alt(_fragment(f'"{STRING_CHAR}*"'), _fragment(NUMBER), _fragment(BOOLEAN), _fragment(NULL))
         level = scalar
         for _ in range(self.options.any_value_depth):
@@ -860,7 +912,7 @@ def _merge(
     for key, value in branch.items():
         if key in positional:
             continue
-        if key not in out or out[key] == value:
+        if key not in out or _json_key(out[key]) == _json_key(value):  # JSON equality: 1 == 1.0, true != 1
             out[key] = value
         elif key in _TAKE_MAX:
             out[key] = max(out[key], value)
@@ -911,6 +963,36 @@ _TYPE_KEYWORDS = frozenset({
 })  # fmt: skip
 _TAKE_MAX = frozenset({"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"})
 _TAKE_MIN = frozenset({"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"})
+
+
+#: Any text at all: a superset of every JSON value, however deep.
+_ANY_TEXT = Repeat(CharSet(((0, 0x10FFFF),)), 0, None)
+# Number spellings a bounded or integer regex leaves out: exponents, and texts long enough
+# (16+ digits) that json.loads rounds them to a float of another value.
+_LOOSE_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]+|-?[0-9][0-9.]{15,}"
+# A string holding an escape json.dumps would not write (\/ or any \u): another spelling.
+_ESCAPED_STRING = (
+    rf'"{STRING_CHAR}*(?:\\/|\\u(?:[0-9a-cA-CeEfF][0-9a-fA-F]{{3}}|[dD][0-7][0-9a-fA-F]{{2}})'
+    rf'|\\u[dD][89abAB][0-9a-fA-F]{{2}}\\u[dD][c-fC-F][0-9a-fA-F]{{2}}){STRING_CHAR}*"'
+)
+_OTHER_SPELLINGS: dict[str, Callable[[Node], Node]] = {
+    "integer": lambda node: alt(seq(node, optional(_fragment(r"\.0+"))), _fragment(_LOOSE_NUMBER)),
+    "number": lambda node: alt(seq(node, optional(_fragment(r"\.0+"))), _fragment(_LOOSE_NUMBER)),
+    "string": lambda node: alt(node, _fragment(_ESCAPED_STRING)),
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number_spellings(value: Any) -> Node:
+    """Every spelling of a number constant (a superset): trailing zeros, exponents, long texts."""
+    if isinstance(value, float) and not value.is_integer():
+        return _fragment(NUMBER)  # decimals that round to this float are too many to list
+    digits = str(int(value))
+    sign = "-?" if digits == "0" else ""
+    return alt(_fragment(sign + re.escape(digits) + r"(?:\.0+)?"), _fragment(_LOOSE_NUMBER))
 
 
 def _fixpoint_drops(dependent: dict[str, list[str]], present: set[str]) -> list[tuple[str, list[str]]]:
@@ -966,9 +1048,24 @@ def _count(value: Any, keyword: str, pointer: str) -> Any:
     return int(value)
 
 
+def _json_key(value: Any) -> str:
+    """A text equal for JSON-equal values: ``1`` and ``1.0`` alike, ``true`` and ``1`` not, keys unordered."""
+
+    def normal(v: Any) -> Any:
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, dict):
+            return {k: normal(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [normal(x) for x in v]
+        return v
+
+    return json.dumps(normal(value), sort_keys=True)
+
+
 def _json_in(value: Any, values: list[Any]) -> bool:
-    key = json.dumps(value, sort_keys=True)
-    return any(json.dumps(v, sort_keys=True) == key for v in values)
+    key = _json_key(value)
+    return any(_json_key(v) == key for v in values)
 
 
 def _scalar_spellings(values: list[Any]) -> list[bytes]:

@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from ..errors import LimitExceededError
 from .algebra import DEAD, Automaton, ProductDFA
-from .tree import Alt, CharSet, Concat, Difference, Intersect, Literals, Members, MemberSet, Node, Repeat
+from .tree import Alt, CharSet, Concat, Difference, Intersect, Literals, Members, MemberSet, Multiple, Node, Repeat
 from .utf8 import add_utf8_trie, byte_runs, clip_to_runs
 
 __all__ = ["DEAD", "Limits", "ByteNFA", "LazyDFA"]
@@ -240,6 +240,8 @@ class ByteNFA:
             return self._members(node)
         if isinstance(node, MemberSet):
             return self._member_set(node)
+        if isinstance(node, Multiple):
+            return self._multiple(node.step)
         if isinstance(node, (Intersect, Difference)):
             parts = node.parts if isinstance(node, Intersect) else (node.base, *node.minus)
             automata: list[Automaton] = [
@@ -381,6 +383,23 @@ class ByteNFA:
         if node.extra is not None:  # any number of extra items, looping on later[n]
             self._enter_item(node.extra, node.separator, first[n], later[n], later[n])
         return first[0], exit_
+
+    def _multiple(self, step: int) -> tuple[int, int]:
+        """Integers divisible by ``step``: one state per remainder of the digits read so far."""
+        if len(self.edges) + step + 4 > self.limits.max_nfa_states:
+            self._state_limit()
+        entry, signed, exit_ = self._state(), self._state(), self._state()
+        remainders = [self._state() for _ in range(step)]
+        self._add_edge(entry, 0x2D, 0x2D, signed)  # "-"
+        self.epsilon[entry].append(signed)
+        self._add_edge(signed, 0x30, 0x30, exit_)  # "0" (and "-0")
+        for digit in range(1, 10):
+            self._add_edge(signed, 0x30 + digit, 0x30 + digit, remainders[digit % step])
+        for r, state in enumerate(remainders):
+            for digit in range(10):
+                self._add_edge(state, 0x30 + digit, 0x30 + digit, remainders[(10 * r + digit) % step])
+        self.epsilon[remainders[0]].append(exit_)
+        return entry, exit_
 
     def _member_set(self, node: MemberSet) -> tuple[int, int]:
         """Members in any order: a hub that knows, from its counter, which items were seen.

@@ -15,7 +15,7 @@ from typing import Union
 from .utf8 import complement_ranges
 
 __all__ = [
-    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Intersect", "Difference", "MemberSet", "Node",
+    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Intersect", "Difference", "MemberSet", "Multiple", "Node",
     "EMPTY", "NOTHING", "literal", "seq", "alt", "optional", "render",
 ]  # fmt: skip
 
@@ -106,6 +106,17 @@ class MemberSet:
 
 
 @dataclass(frozen=True)
+class Multiple:
+    """A JSON integer (``-?(0|[1-9][0-9]*)``) whose value is a multiple of ``step`` (> 0).
+
+    Divisibility by ``step`` is regular: the automaton keeps the remainder of the
+    digits read so far, one state per remainder.
+    """
+
+    step: int
+
+
+@dataclass(frozen=True)
 class Intersect:
     """Text that every one of ``parts`` matches (``pattern`` ∩ ``format`` ∩ ``maxLength``)."""
 
@@ -120,7 +131,7 @@ class Difference:
     minus: tuple["Node", ...]
 
 
-Node = Union[CharSet, Concat, Alt, Repeat, Literals, Members, MemberSet, RuleRef, Intersect, Difference]
+Node = Union[CharSet, Concat, Alt, Repeat, Literals, Members, MemberSet, Multiple, RuleRef, Intersect, Difference]
 
 #: The empty string, and the empty language.
 EMPTY: Node = Concat(())
@@ -183,7 +194,7 @@ def render(node: Node) -> str:
         return _render_members(node)
     if isinstance(node, RuleRef):
         raise TypeError(f"rule {node.name!r} is recursive: no regex can express it")
-    if isinstance(node, (Intersect, Difference, MemberSet)):
+    if isinstance(node, (Intersect, Difference, MemberSet, Multiple)):
         raise TypeError("an intersection, a difference or an unordered member set has no Python regex text; "
                         "the automaton builds it")
     raise TypeError(f"unknown regex node {node!r}")
