@@ -16,6 +16,7 @@ written without fraction or exponent; free-form values nest to a bounded depth.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from fractions import Fraction
@@ -283,6 +284,18 @@ class _Walker:
             self._superset.ignored, self._superset._ignored_seen = self.ignored, self._ignored_seen
         return self._superset
 
+    def subset(self) -> "_Walker":
+        """For a superset walker: a walker that builds subsets again (``not`` inside ``not``).
+
+        It never drops a keyword (no lenient mode): it raises, and the superset walker
+        then leaves the negation out instead.
+        """
+        if self._superset is None:
+            options = dataclasses.replace(self.options, lenient=False)
+            self._superset = _Walker(self.root, options, frozenset(), self.limits, over=False)
+            self._superset.ignored, self._superset._ignored_seen = self.ignored, self._ignored_seen
+        return self._superset
+
     def unsupported(self, keyword: str, pointer: str, reason: str) -> None:
         if self.over:
             return  # dropping a keyword only widens a superset
@@ -503,11 +516,17 @@ class _Walker:
         """``not``: the siblings' texts minus a superset of the negated schema's texts (exact where that is)."""
         inner = self.deref(schema.pop("not"), pointer)
         rest = self.node(schema or True, pointer)
-        if self.over or inner is False:
-            return rest  # a superset may ignore the negation
+        if inner is False:
+            return rest
         if inner is True or (isinstance(inner, dict) and not set(inner) & _ASSERTIONS):
             return NOTHING
-        excluded = self.superset().node(inner, f"{pointer}/not")
+        if self.over:  # a superset subtracts a subset of the negated texts, or nothing
+            try:
+                excluded = self.subset().node(inner, f"{pointer}/not")
+            except ConstrainError:
+                return rest
+        else:
+            excluded = self.superset().node(inner, f"{pointer}/not")
         return rest if excluded == NOTHING else Difference(rest, (excluded,))
 
     def literals(self, schema: dict[str, Any], pointer: str) -> Node:
