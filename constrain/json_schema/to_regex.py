@@ -254,6 +254,7 @@ class _Walker:
         #: subtracted schema accepts (see :meth:`superset`).
         self.over = over
         self._superset: _Walker | None = None
+        self._unordered: _Walker | None = None
         # grammars write ordered members only; a superset takes every order
         self.any_order = over or (options.property_order == "any" and not rule_refs)
         self.options = options
@@ -283,6 +284,17 @@ class _Walker:
             self._superset = _Walker(self.root, self.options, frozenset(), self.limits, over=True)
             self._superset.ignored, self._superset._ignored_seen = self.ignored, self._ignored_seen
         return self._superset
+
+    def unordered(self) -> "_Walker":
+        """This walker's polarity with members in any order: for languages that are only
+        intersected with (or subtracted from) another object's, whose order then decides."""
+        if self.any_order:
+            return self
+        if self._unordered is None:
+            options = dataclasses.replace(self.options, property_order="any")
+            self._unordered = _Walker(self.root, options, frozenset(), self.limits, over=self.over)
+            self._unordered.ignored, self._unordered._ignored_seen = self.ignored, self._ignored_seen
+        return self._unordered
 
     def subset(self) -> "_Walker":
         """For a superset walker: a walker that builds subsets again (``not`` inside ``not``).
@@ -333,13 +345,20 @@ class _Walker:
         if "$ref" in schema:
             return self.ref(schema, pointer)
         if "allOf" in schema:
-            return self.node(self.merge_all_of(schema, pointer), pointer)
+            merged, apart = self.merge_all_of(schema, pointer)
+            side = self.unordered() if apart else self
+            nodes = [self.node(merged, pointer)] + [side.node(b, f"{pointer}/allOf/{i}") for i, b in apart]
+            return NOTHING if NOTHING in nodes else nodes[0] if len(nodes) == 1 else Intersect(tuple(nodes))
         for keyword in ("anyOf", "oneOf"):
             if keyword in schema:
                 return self.any_of(schema, keyword, pointer)
         if "not" in schema:
             return self.negation(schema, pointer)
-        for keyword in ("if", "then", "else", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"):
+        if "if" in schema:
+            return self.conditional(schema, pointer)
+        if "dependentSchemas" in schema:
+            return self.dependent_schemas(schema, pointer)
+        for keyword in ("unevaluatedProperties", "unevaluatedItems"):
             if keyword in schema:
                 self.unsupported(keyword, f"{pointer}/{keyword}", "the regex backend does not implement it")
                 schema.pop(keyword)
@@ -441,25 +460,71 @@ class _Walker:
             schema = self.resolve(schema["$ref"], pointer)
         return schema
 
-    def merge_all_of(self, schema: dict[str, Any], pointer: str) -> Any:
-        """Merge ``allOf`` branches into one schema where the merge is exact, else refuse."""
+    def merge_all_of(self, schema: dict[str, Any], pointer: str) -> tuple[Any, list[tuple[int, Any]]]:
+        """Merge ``allOf`` branches into one schema where the merge has a closed form.
+
+        A branch whose keywords clash with what is merged so far (two different
+        ``pattern``s, two ``not``s) stays apart, with its index: the caller intersects
+        its language with the merged one.
+        """
         merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+        apart: list[tuple[int, Any]] = []
         for i, branch in enumerate(schema["allOf"]):
             where = f"{pointer}/allOf/{i}"
             branch = self.deref(branch, where)
             if branch is True:
                 continue
             if branch is False:
-                return False
+                return False, []
             if not isinstance(branch, dict):
                 raise SchemaError(f"{where} must be a schema")
             branch = self.constraints(branch, where)
             if "allOf" in branch:
-                branch = self.merge_all_of(branch, where)
+                branch, inner = self.merge_all_of(branch, where)
                 if branch is False:
-                    return False
-            merged = _merge(merged, branch, where, self.unsupported)
-        return merged
+                    return False, []
+                apart += inner
+            try:
+                merged = _merge(merged, branch, where)
+            except _Clash:
+                apart.append((i, branch))
+        return merged, apart
+
+    def conditional(self, schema: dict[str, Any], pointer: str) -> Node:
+        """``if``/``then``/``else`` as (rest ∧ if ∧ then) ∨ ((rest ∧ else) minus a superset of if).
+
+        Texts the ``if`` schema's subset holds take the ``then`` side; texts outside its
+        superset take the ``else`` side; the few in between are left out (stricter,
+        never weaker). A superset keeps both sides without the subtraction.
+        """
+        test, then, otherwise = schema.pop("if"), schema.pop("then", True), schema.pop("else", True)
+        rest = self.node(schema or True, pointer)
+        side = self.unordered()
+        yes = Intersect((rest, side.node(test, f"{pointer}/if"), side.node(then, f"{pointer}/then")))
+        no = Intersect((rest, side.node(otherwise, f"{pointer}/else")))
+        if not self.over:
+            excluded = self.superset().node(test, f"{pointer}/if")
+            no = Difference(no, (excluded,)) if excluded != NOTHING else no
+        return alt(yes, no)
+
+    def dependent_schemas(self, schema: dict[str, Any], pointer: str) -> Node:
+        """``dependentSchemas``: objects holding a key must also match its schema.
+
+        The rest's texts minus those that hold the key (a superset of them) and do
+        not match its schema (a subset of those that do). A superset drops it.
+        """
+        dependent = schema.pop("dependentSchemas")
+        if not isinstance(dependent, dict):
+            raise SchemaError(f"dependentSchemas at {pointer} must be an object")
+        rest = self.node(schema or True, pointer)
+        if self.over:
+            return rest
+        excluded = []
+        for name, sub in dependent.items():
+            where = f"{pointer}/dependentSchemas/{_escape_pointer(name)}"
+            holding = self.superset().node({"type": "object", "required": [name]}, where)
+            excluded.append(Difference(holding, (self.unordered().node(sub, where),)))
+        return Difference(rest, tuple(excluded)) if excluded else rest
 
     def any_of(self, schema: dict[str, Any], keyword: str, pointer: str) -> Node:
         branches = schema.pop(keyword)
@@ -709,16 +774,23 @@ class _Walker:
         return seq(literal('"'), body, literal('"'))
 
     def string_pattern(self, pattern: Any, pointer: str) -> Node:
-        """A ``pattern`` (ECMA-262, unanchored: a *search*) as the string's content."""
+        """A ``pattern`` (ECMA-262, unanchored: a *search*) as the string's content.
+
+        Anchors are read per top-level alternative (``^01$|^07$``, ``^(a$)|(^b$)``):
+        an anchored side matches at the string's edge, an open side after or before
+        any other characters.
+        """
         if not isinstance(pattern, str):
             raise SchemaError(f"pattern at {pointer} must be a string")
-        anchored_start, anchored_end = pattern.startswith("^"), pattern.endswith("$") and not pattern.endswith("\\$")
-        try:
-            tree = parse_regex(pattern)
-        except PatternError as exc:
-            raise UnsupportedSchemaError("pattern", pointer, str(exc)) from None
         anything = Repeat(_fragment(STRING_CHAR), 0, None)
-        return seq(EMPTY if anchored_start else anything, _json_escaped(tree), EMPTY if anchored_end else anything)
+        options = []
+        for starts, body, ends in _anchored_alternatives(pattern):
+            try:
+                tree = parse_regex(body) if body else EMPTY
+            except PatternError as exc:
+                raise UnsupportedSchemaError("pattern", pointer, str(exc)) from None
+            options.append(seq(EMPTY if starts else anything, _json_escaped(tree), EMPTY if ends else anything))
+        return alt(*options)
 
     def type_array(self, schema: dict[str, Any], pointer: str) -> Node:
         prefix = [self.node(s, f"{pointer}/prefixItems/{i}") for i, s in enumerate(schema.pop("prefixItems", []))]
@@ -916,9 +988,11 @@ class _Walker:
         return level
 
 
-def _merge(
-    merged: dict[str, Any], branch: dict[str, Any], pointer: str, unsupported: Callable[[str, str, str], None]
-) -> dict[str, Any]:
+class _Clash(Exception):
+    """Two ``allOf`` branches hold a keyword whose values have no closed-form conjunction."""
+
+
+def _merge(merged: dict[str, Any], branch: dict[str, Any], pointer: str) -> dict[str, Any]:
     """Conjunction of two schemas, for the keywords where it has a closed form.
 
     Keywords that read each other (``items`` after ``prefixItems``,
@@ -954,7 +1028,7 @@ def _merge(
             # (a1 ∨ a2) ∧ (b1 ∨ b2) = ∨ (ai ∧ bj)
             out[key] = [_conjoin(a, b) for a in out[key] for b in value]
         else:
-            unsupported("allOf", f"{pointer}/{key}", f"{key!r} appears in several branches with different values")
+            raise _Clash(key)
     if any(k in merged or k in branch for k in ("prefixItems", "items")):
         length = max(len(merged.get("prefixItems", [])), len(branch.get("prefixItems", [])))
         if length:
@@ -1012,6 +1086,90 @@ def _number_spellings(value: Any) -> Node:
     digits = str(int(value))
     sign = "-?" if digits == "0" else ""
     return alt(_fragment(sign + re.escape(digits) + r"(?:\.0+)?"), _fragment(_LOOSE_NUMBER))
+
+
+def _anchored_alternatives(pattern: str) -> list[tuple[bool, str, bool]]:
+    """``(anchored at the start, body, anchored at the end)`` per top-level alternative.
+
+    A group that spans a whole alternative is opened (``(^a$)`` reads as ``^a$``), so
+    anchors written inside it count too. A ``$`` after an odd run of backslashes is a
+    literal dollar, not an anchor.
+    """
+    out = []
+    stack = [(False, pattern, False)]
+    while stack:
+        starts, body, ends = stack.pop()
+        parts = _split_top_level(body)
+        if len(parts) > 1:
+            stack.extend((starts, part, ends) for part in reversed(parts))
+            continue
+        changed = True
+        while changed:
+            changed = False
+            if body.startswith("^"):
+                body, starts, changed = body[1:], True, True
+            if body.endswith("$") and (len(body) - 1 - len(body[:-1].rstrip("\\"))) % 2 == 0:
+                body, ends, changed = body[:-1], True, True
+        inner = _whole_group(body)
+        if inner is not None and ("^" in inner or "$" in inner):
+            stack.append((starts, inner, ends))
+            continue
+        out.append((starts, body, ends))
+    return out
+
+
+def _split_top_level(pattern: str) -> list[str]:
+    """Split at ``|`` outside groups and character classes."""
+    parts, depth, start, i, in_class = [], 0, 0, 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            if pattern[i + 1 : i + 2] == "^":
+                i += 1
+            if pattern[i + 1 : i + 2] == "]":
+                i += 1  # a ']' first in a class is a literal
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    return parts + [pattern[start:]]
+
+
+def _whole_group(pattern: str) -> str | None:
+    """The inside of a plain or non-capturing group that spans all of ``pattern``, else None."""
+    if not pattern.startswith("(") or not pattern.endswith(")") or pattern.startswith("(?") and not (
+        pattern.startswith("(?:")
+    ):
+        return None
+    inside = pattern[3:-1] if pattern.startswith("(?:") else pattern[1:-1]
+    depth, i, in_class = 0, 0, False
+    while i < len(inside):  # the group must not close before the end
+        char = inside[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                return None
+        i += 1
+    return inside if depth == 0 else None
 
 
 def _fixpoint_drops(dependent: dict[str, list[str]], present: set[str]) -> list[tuple[str, list[str]]]:
