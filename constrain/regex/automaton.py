@@ -427,7 +427,7 @@ class ByteNFA:
         cap = max(1, node.min_count, node.max_count or 0)
         dependencies = tuple((1 << i, sum(1 << j for j in others)) for i, others in node.dependencies)
         spec = _SetSpec(n, sum(1 << i for i in node.required), node.min_count, node.max_count, cap, dependencies,
-                        node.ordered)  # fmt: skip
+                        node.ordered, node.extra is not None)  # fmt: skip
         self._loops[hub] = (choose, hub, base, top)
         self.ops[push] = ("set_push", 0, None)
         self.ops[hub] = ("set_hub", 0, None, spec)  # type: ignore[assignment]
@@ -554,12 +554,48 @@ class _SetSpec:
     dependencies: tuple[tuple[int, int], ...]  # (bit of an item, bits it requires)
     ordered: bool  # item i only while no item from i on was seen
 
+    has_extra: bool
+
     def may_end(self, seen: int, count: int) -> bool:
         return (
             seen & self.required == self.required
             and count >= self.min_count
             and all(seen & needs == needs for bit, needs in self.dependencies if seen & bit)
         )
+
+    def viable(self, seen: int, count: int) -> bool:
+        """Whether the object can still end after this member: what it still needs can still come.
+
+        Guards alone would let a walk pick a member after which nothing can finish
+        the object (an ordered item past a required one, one member too many for
+        ``maxProperties``): a dead end. This keeps such choices out.
+        """
+        needed = self.required & ~seen
+        for bit, needs in self.dependencies:
+            if seen & bit:
+                needed |= needs & ~seen
+        if self.ordered and needed and (needed & -needed).bit_length() <= seen.bit_length():
+            return False  # a needed item lies before one already written
+        total = count + bin(needed).count("1")
+        if self.max_count is not None and total > self.max_count:
+            return False
+        if total >= self.min_count or self.has_extra:
+            return True
+        free = self.items - seen.bit_length() if self.ordered else self.items - bin(seen).count("1")
+        return count + free >= self.min_count
+
+    def choices(self, seen: int, count: int) -> list[int]:
+        """The items (and ``items`` for an extra) that may come next."""
+        if self.max_count is not None and count >= self.max_count:
+            return []
+        out = []
+        for i in range(self.items):
+            unseen = not seen >> i if self.ordered else not seen >> i & 1
+            if unseen and self.viable(seen | 1 << i, count + 1):
+                out.append(i)
+        if self.has_extra and self.viable(seen, count + 1):
+            out.append(self.items)
+        return out
 
 
 def _member_set(op: tuple, targets: list[int], counters: tuple[int, ...]) -> list[VirtualState]:
@@ -569,14 +605,10 @@ def _member_set(op: tuple, targets: list[int], counters: tuple[int, ...]) -> lis
     seen, count = value & ((1 << spec.items) - 1), value >> spec.items
     if kind == "set_hub":
         separator, choose, leave = targets
-        out = [(separator if count else choose, counters)]
+        out = [(separator if count else choose, counters)] if spec.choices(seen, count) else []
         return out + [(leave, counters)] if spec.may_end(seen, count) else out
     if kind == "set_choose":
-        if spec.max_count is not None and count >= spec.max_count:
-            return []
-        if spec.ordered:
-            return [(t, counters) for i, t in enumerate(targets) if i >= spec.items or not seen >> i]
-        return [(t, counters) for i, t in enumerate(targets) if i >= spec.items or not seen >> i & 1]
+        return [(targets[i], counters) for i in spec.choices(seen, count)]
     # "set_mark": item op[1] (or an extra, past the items) was read
     bit = 1 << op[1] if op[1] < spec.items else 0
     return [(targets[0], counters[:-1] + ((seen | bit) | (min(count + 1, spec.cap) << spec.items),))]

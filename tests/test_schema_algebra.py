@@ -1,0 +1,110 @@
+"""Keywords built from intersection and difference: never weaker than the schema, exact where promised.
+
+Oracle: the ``jsonschema`` library. Soundness is checked twice: every value of a fixed
+bank that the byte automaton accepts must validate (both property modes, compact and
+``json.dumps`` spacing), and random walks of the real token guides on three tokenizer
+families must produce only valid JSON. Completeness: the values listed as expected are
+accepted, spelled as the tokenizer really spells them, token by token.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import pytest
+
+import constrain
+from constrain.json_schema.to_regex import SchemaOptions, schema_walk
+from constrain.regex.automaton import ByteNFA, LazyDFA, Limits
+from constrain.testing import accepts, random_walk, token_text, tokenize_continuation
+
+BANK = [
+    None, True, False, 0, 1, -1, 2, 1.5, 3, 8, 16, 24, 100, "", "a", "b", "ab", "ba", "99", "x99y", "abc", "01", "07",
+    [], [1], [1, 2], ["a"], [1, "a"], {}, {"a": 1}, {"a": "x"}, {"b": 1}, {"a": 1, "b": 2}, {"b": 2, "a": 1},
+    {"x-a": 1}, {"x-b": "s"}, {"q1": "ab"}, {"q1": "abc"}, {"error": 1}, {"x": 1, "error": 2}, {"1": [1, 2]},
+    {"a": 1, "c": 3}, {"a": 1, "b": 2, "c": 3},
+]  # fmt: skip
+
+# (schema, values that must be accepted with the specification's property semantics)
+CASES = {
+    "not-type": ({"not": {"type": "integer"}}, ["a", 1.5, None, [1], {"a": 1}]),
+    "not-multiple": ({"type": "integer", "not": {"multipleOf": 8}}, [1, 3, 100]),
+    "not-required": ({"type": "object", "not": {"required": ["error"]}}, [{}, {"a": 1}]),
+    "not-pattern": ({"type": "string", "not": {"pattern": "99"}}, ["a", "abc"]),
+    "not-enum": ({"not": {"enum": [1, "a", None]}}, [2, "b", True]),
+    "not-not": ({"not": {"not": {"type": "string"}}}, ["a", ""]),
+    "oneOf-overlap": ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, [1, 0, "a"]),
+    "oneOf-required": ({"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}, [{"a": 1}, {"b": 1}]),
+    "json-equality": ({"allOf": [{"const": True}, {"const": 1}]}, []),
+    "oneOf-equal-consts": ({"oneOf": [{"const": 1}, {"const": 1.0}]}, []),
+    "patternProperties": ({
+        "type": "object", "properties": {"x-a": {"type": "integer"}},
+        "patternProperties": {"^x-": {"type": ["integer", "string"]}, "[0-9]$": {"type": "string", "maxLength": 2}},
+        "additionalProperties": {"type": "boolean"},
+    }, [{"x-a": 1}, {"x-b": "s"}, {"q1": "ab"}, {}]),  # fmt: skip
+    "propertyNames": ({"type": "object", "propertyNames": {"pattern": "^[a-c]+$", "maxLength": 1}},
+                      [{"a": 1}, {"b": 1}, {}]),  # fmt: skip
+    "min-max-dependent": ({
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
+        "required": ["a"], "minProperties": 2, "maxProperties": 3, "dependentRequired": {"b": ["c"]},
+    }, [{"a": 1, "c": 3}, {"a": 1, "b": 2, "c": 3}]),  # fmt: skip
+    "dependentSchemas": ({"type": "object", "dependentSchemas": {"a": {"required": ["b"]}}},
+                         [{"b": 1}, {"a": 1, "b": 2}, {}]),  # fmt: skip
+    "if-then-else": ({"if": {"type": "integer"}, "then": {"minimum": 2}, "else": {"type": "string"}},
+                     [2, 3, "a"]),  # fmt: skip
+    "allOf-clash": ({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]}, ["ab", "ba"]),
+    "pattern-format-length": ({"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "format": "hostname"},
+                              ["ab", "abc", "ba"]),  # fmt: skip
+    "anchors-per-alternative": ({"type": "string", "pattern": "^01$|^07$"}, ["01", "07"]),
+    "multipleOf": ({"type": "integer", "multipleOf": 8, "minimum": 1}, [8, 16, 24]),
+}
+
+
+def _texts(value: object) -> set[str]:
+    return {json.dumps(value), json.dumps(value, separators=(",", ":"))}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_byte_automaton_is_sound_and_accepts_the_expected(name: str) -> None:
+    schema, expected = CASES[name]
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    for spec in (False, True):
+        dfa = LazyDFA(ByteNFA(schema_walk(schema, SchemaOptions(strict_properties=not spec)).tree, Limits()))
+        for value in BANK:
+            for text in _texts(value):
+                if dfa.matches(text.encode()):
+                    assert validator.is_valid(value), f"{name}: accepted invalid {text}"
+        if spec:
+            for value in expected:
+                assert validator.is_valid(value)
+                assert dfa.matches(json.dumps(value).encode()), f"{name}: rejected valid {value!r}"
+
+
+@pytest.mark.parametrize("name", ["not-pattern", "oneOf-overlap", "patternProperties", "min-max-dependent",
+                                  "if-then-else", "pattern-format-length"])  # fmt: skip
+def test_token_guides_walk_only_to_valid_json(compiler: constrain.Compiler, tokenizer: object, name: str) -> None:
+    schema, expected = CASES[name]
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    guide = compiler.json_schema(schema, strict_properties=False)
+    for value in expected:
+        assert accepts(guide, tokenize_continuation(tokenizer, json.dumps(value))), value
+    guide = compiler.json_schema(schema)  # walks through closed objects: open ones wander off in long keys
+    rng = random.Random(name)
+    ended = 0
+    for _ in range(16):
+        ids, done = random_walk(guide, compiler.vocabulary, rng, max_tokens=120, eos_probability=0.9)
+        if done:
+            ended += 1
+            value = json.loads(token_text(compiler.vocabulary, ids))
+            assert validator.is_valid(value), (name, value)
+    assert ended
+
+
+def test_empty_intersections_and_huge_divisors_are_errors_not_weaker_guides(smollm2: object) -> None:
+    compiler = constrain.Compiler(smollm2)
+    with pytest.raises(constrain.ConstrainError):
+        compiler.json_schema({"type": "string", "pattern": "^[a-z]+$", "format": "ipv4"})  # empty language
+    with pytest.raises(constrain.UnsupportedSchemaError, match="multipleOf"):
+        compiler.json_schema({"type": "integer", "multipleOf": 10**400})  # was: every integer
