@@ -63,7 +63,10 @@ class ProductDFA:
     of the others does.
     """
 
-    def __init__(self, parts: list[Automaton], *, subtract: bool, max_states: int, timeout_s: float) -> None:
+    def __init__(
+        self, parts: list[Automaton], *, subtract: bool, max_states: int, timeout_s: float,
+        deadline: float | None = None,
+    ) -> None:
         self.parts = parts
         self.subtract = subtract
         self.max_states = max_states
@@ -76,7 +79,8 @@ class ProductDFA:
         self._dead: set[Tuple] = set()
         self._lock = threading.RLock()
         first = tuple(p.start for p in parts)
-        self.start = self._intern(first) if self._alive(first) and self._is_live(first) else DEAD
+        # the first search runs on the compile's clock; later ones (first visits) get timeout_s each
+        self.start = self._intern(first) if self._alive(first) and self._is_live(first, deadline) else DEAD
 
     @property
     def num_states(self) -> int:
@@ -122,7 +126,7 @@ class ProductDFA:
         successors: list[Tuple] = []
         if alive.any():
             unique, inverse = np.unique(rows[:, alive].T, axis=0, return_inverse=True)
-            successors = [tuple(int(x) for x in u) for u in unique]
+            successors = [tuple(u) for u in unique.tolist()]
             columns[alive] = inverse.reshape(-1)
         columns[~alive] = len(successors)
         self._raw[states] = (columns, successors)
@@ -133,13 +137,13 @@ class ProductDFA:
             )  # fmt: skip
         return columns, successors
 
-    def _is_live(self, states: Tuple) -> bool:
+    def _is_live(self, states: Tuple, deadline: float | None = None) -> bool:
         """Whether an accepting tuple is reachable; the search marks what it learns on the way."""
         if states in self._live:
             return True
         if states in self._dead:
             return False
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + self.timeout_s if deadline is None else deadline
         parent: dict[Tuple, Tuple | None] = {states: None}
         queue = deque([states])
         found: Tuple | None = None
@@ -152,7 +156,7 @@ class ProductDFA:
                 if successor not in parent and successor not in self._dead:
                     parent[successor] = current
                     queue.append(successor)
-            if len(parent) % 256 == 0 and time.monotonic() > deadline:
+            if len(parent) % 64 == 0 and time.monotonic() > deadline:
                 raise LimitExceededError(
                     "timeout_s", self.timeout_s, "deciding whether an intersection or difference can still match",
                 )  # fmt: skip

@@ -247,8 +247,8 @@ class ByteNFA:
             automata: list[Automaton] = [
                 LazyDFA(ByteNFA(part, self.limits, self._alphabet, deadline=self._deadline)) for part in parts
             ]
-            product = ProductDFA(automata, subtract=isinstance(node, Difference),
-                                 max_states=self.limits.max_dfa_states, timeout_s=self.limits.timeout_s)  # fmt: skip
+            product = ProductDFA(automata, subtract=isinstance(node, Difference), max_states=self.limits.max_dfa_states,
+                                 timeout_s=self.limits.timeout_s, deadline=self._deadline)  # fmt: skip
             return self._embed(product)
         raise TypeError(f"unknown regex node {node!r}")
 
