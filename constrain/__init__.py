@@ -10,6 +10,7 @@
 from .cfg import CFGGuide, compile_grammar, compile_sql
 from .compiler import Compiler
 from .errors import (
+    BitmaskError,
     ConstrainError,
     EmptyLanguageError,
     InvalidPatternError,
@@ -42,6 +43,7 @@ __all__ = [
     "bitmask_size",
     "bitmask_to_bool",
     "ConstrainError",
+    "BitmaskError",
     "VocabularyError",
     "PatternError",
     "InvalidPatternError",

@@ -18,6 +18,7 @@ __all__ = [
     "LimitExceededError",
     "TokenRejected",
     "GrammarError",
+    "BitmaskError",
 ]
 
 
@@ -100,6 +101,10 @@ class GrammarError(ConstrainError, ValueError):
         super().__init__(f"{message}{where}")
         self.rule = rule
         self.terminal = terminal
+
+
+class BitmaskError(ConstrainError, TypeError):
+    """The buffer given to ``fill_bitmask`` has the wrong type, dtype or shape."""
 
 
 def _excerpt(pattern: str, position: int | None, width: int = 60) -> str:

@@ -18,7 +18,9 @@ from typing import Hashable, Protocol, TypeVar, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Guide", "bitmask_size", "allocate_bitmask", "bitmask_from_token_ids", "bitmask_to_bool"]
+__all__ = [
+    "Guide", "bitmask_size", "allocate_bitmask", "bitmask_from_token_ids", "bitmask_to_bool", "check_bitmask",
+]  # fmt: skip
 
 State = TypeVar("State", bound=Hashable)
 
@@ -49,6 +51,27 @@ class Guide(Protocol[State]):
     def is_final(self, state: State) -> bool: ...
 
     def fill_bitmask(self, state: State, out: NDArray[np.int32]) -> None: ...
+
+
+def check_bitmask(out: object, vocab_size: int) -> None:
+    """Refuse a buffer ``fill_bitmask`` would fill wrongly: another dtype, shape or a non-contiguous view.
+
+    Without this, numpy casts the words into a float32 or bool buffer, and broadcasts
+    one row into every row of a 2-D one, silently.
+    """
+    from .errors import BitmaskError
+
+    words = bitmask_size(vocab_size)
+    dtype, shape = getattr(out, "dtype", None), getattr(out, "shape", None)
+    if not isinstance(out, np.ndarray):
+        raise BitmaskError(f"fill_bitmask writes into a numpy int32 array, not {type(out).__name__}")
+    if dtype != np.int32:
+        raise BitmaskError(f"fill_bitmask needs an int32 buffer, not {dtype}")
+    if shape != (words,):
+        raise BitmaskError(f"fill_bitmask needs shape ({words},) for {vocab_size} tokens, not {shape}; "
+                           "for a batch, pass one row: out[i]")  # fmt: skip
+    if not out.flags.writeable or not out.flags.c_contiguous:
+        raise BitmaskError("fill_bitmask needs a writeable, contiguous buffer (kernels read it as one block)")
 
 
 def bitmask_size(vocab_size: int) -> int:

@@ -43,3 +43,17 @@ def test_copies_share_masks(smollm2_compiler: constrain.Compiler) -> None:
     assert a is not b
     state = a.advance(a.initial_state, smollm2_compiler.vocabulary.token_bytes.index(b"a"))
     assert (a.allowed_tokens(state) == b.allowed_tokens(state)).all()
+
+
+def test_fill_bitmask_refuses_buffers_it_would_fill_wrongly(smollm2_compiler: constrain.Compiler) -> None:
+    import numpy as np
+
+    guide = smollm2_compiler.regex(r"[a-c]{2,4}")
+    words = constrain.bitmask_size(guide.vocab_size)
+    for bad in (np.zeros(words, dtype=np.float32), np.zeros((2, words), dtype=np.int32),
+                np.zeros(words + 1, dtype=np.int32), np.zeros(words * 2, dtype=np.int32)[::2]):  # fmt: skip
+        with pytest.raises(constrain.BitmaskError):
+            guide.fill_bitmask(guide.initial_state, bad)
+    rows = constrain.allocate_bitmask(guide.vocab_size, batch_size=2)
+    guide.fill_bitmask(guide.initial_state, rows[1])  # a row of a batch is fine
+    assert rows[1].any() and not rows[0].any()

@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import TokenRejected
-from ..guide import bitmask_from_token_ids
+from ..guide import bitmask_from_token_ids, check_bitmask
 from ..vocabulary import Vocabulary
 from .grammar import CompiledGrammar, Deadline
 from .index import MaskIndex
@@ -102,6 +102,7 @@ class CFGGuide:
         return np.unpackbits(bits, bitorder="little")[: self.vocab_size].astype(bool)
 
     def fill_bitmask(self, state: State, out: NDArray[np.int32]) -> None:
+        check_bitmask(out, self.vocab_size)
         out[...] = self._entry(state)
 
     def advance(self, state: State, token_id: int) -> State:

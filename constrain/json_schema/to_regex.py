@@ -638,8 +638,10 @@ class _Walker:
         types = schema.pop("type", list(_TYPES))
         if isinstance(types, str):
             types = [types]
+        if not isinstance(types, list):
+            raise SchemaError(f"type at {pointer} must be a string or a list of strings, not {types!r}")
         for t in types:
-            if t not in _TYPES:
+            if not isinstance(t, str) or t not in _TYPES:
                 raise SchemaError(f"unknown type {t!r} at {pointer}/type")
         # Each type reads its own keywords from a copy (``minimum`` binds integer and number
         # alike); a keyword that no type consumed is one this backend does not know.

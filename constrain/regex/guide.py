@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import TokenRejected
-from ..guide import bitmask_from_token_ids
+from ..guide import bitmask_from_token_ids, check_bitmask
 from .automaton import DEAD
 from .index import TokenIndex
 from .tree import Node, render
@@ -79,6 +79,7 @@ class RegexGuide:
         return mask
 
     def fill_bitmask(self, state: int, out: NDArray[np.int32]) -> None:
+        check_bitmask(out, self.vocab_size)
         bitmask = self._bitmasks.get(state)
         if bitmask is None:
             bitmask = bitmask_from_token_ids(self.allowed_token_ids(state), self.vocab_size)
