@@ -69,6 +69,8 @@ SCRIPTS = [
            "cfg.json", "cfg.md", ("--quick", "--output", CFG_JSON), ("--output", CFG_JSON)),
     Script("peers", "bench_peers.py", "six engines on the same schemas and token ids: speed and verdicts",
            "peers.json", "../benchmarks/results/peers.md"),
+    Script("maskbench", "bench_maskbench.py", "MaskBench on 1,500 real-world schemas beside llguidance and xgrammar",
+           "maskbench.json", "../benchmarks/results/maskbench.md", ("--limit", "150"), ()),
     Script("hierarchy", "bench_hierarchy.py", "the same language as a regex guide and as a CFG guide",
            "hierarchy.json", "../benchmarks/results/hierarchy.md"),
     Script("scaling", "bench_scaling.py", "vocabulary size 32k → 151k and schema size, every engine",
@@ -390,6 +392,13 @@ def section_peers(data: dict[str, Any]) -> Iterator[str]:
            "compare the verdict columns first; the per-schema detail is in the full tables.")  # fmt: skip
 
 
+def section_maskbench(data: dict[str, Any]) -> Iterator[str]:
+    from bench_maskbench import markdown
+
+    lines = markdown(data["meta"], data["summaries"]).splitlines()
+    yield from lines[2:]  # without its own heading and machine line (the stamp above says both)
+
+
 def section_hierarchy(data: dict[str, Any]) -> Iterator[str]:
     import bench_hierarchy
 
@@ -528,6 +537,7 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], Iterator[str]]]] = [
     ("conformance", "JSON Schema conformance", section_conformance),
     ("cfg", "CFG backend", section_cfg),
     ("peers", "Peers side by side", section_peers),
+    ("maskbench", "MaskBench: real-world schemas", section_maskbench),
     ("hierarchy", "Hierarchy levels: the same language as regex and as CFG", section_hierarchy),
     ("scaling", "Scaling: vocabulary size and schema size", section_scaling),
     ("generation", "End to end", section_generation),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import constrain
+from constrain.regex.parse import parse_regex
 from constrain.testing import accepts, random_walk, token_text
 
 
@@ -108,3 +109,10 @@ def test_long_bounded_repeats_use_counters_not_copies(compiler: constrain.Compil
 def test_choice_needs_options(compiler: constrain.Compiler) -> None:
     with pytest.raises(constrain.PatternError):
         compiler.choice([])
+
+
+@pytest.mark.parametrize("pattern", [r"\d{4}+", r"a*+a", r"b[^]a]", r"x?a{}", r"[]a]+"])
+def test_syntax_the_parser_would_misread_is_refused(pattern: str) -> None:
+    """Each of these once compiled to a language other than Python's (weaker for the first four)."""
+    with pytest.raises(constrain.PatternError):
+        parse_regex(pattern)

@@ -39,6 +39,7 @@ def parse_regex(pattern: str) -> Node:
         re.compile(pattern)
     except re.error as exc:
         raise InvalidPatternError(exc.msg, pattern=pattern, position=exc.pos) from None
+    _refuse_misread_syntax(pattern)
     body = _strip_anchors(_expand_unicode_escapes(pattern))
     try:
         parsed = interegular.parse_pattern(body)
@@ -61,6 +62,46 @@ def literal_choice(options: list[str] | tuple[str, ...]) -> Node:
         if not isinstance(option, str):
             raise PatternError(f"choice() options must be str, got {type(option).__name__}")
     return Literals(tuple(dict.fromkeys(o.encode("utf-8") for o in options)))
+
+
+def _refuse_misread_syntax(pattern: str) -> None:
+    """Refuse what the parser would read as something else (a weaker or different language).
+
+    Possessive quantifiers (``a*+``, ``\\d{4}+``) would become a repeat followed by ``+``;
+    a ``]`` first in a class (``[]a]``, ``[^]a]``) and braces that are no quantifier
+    (``a{}``, ``a{,``) are read differently than Python's ``re`` reads them.
+    """
+    i, after_quantifier = 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i, after_quantifier = i + 2, False
+            continue
+        if char == "[":
+            j = i + 1 + (pattern[i + 1 : i + 2] == "^")
+            if pattern[j : j + 1] == "]":
+                raise PatternError(f"a ']' first in a character class is not supported; escape it as '\\]' "
+                                   f"(pattern: {pattern[:80]!r}, position {j})")  # fmt: skip
+            j += 1
+            while j < len(pattern) and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i, after_quantifier = j + 1, False
+            continue
+        if char in "*+?}" and after_quantifier and not (char == "?" and pattern[i - 1] != "?"):
+            if char == "+":
+                raise PatternError(f"possessive quantifiers ('*+', '++', '?+', '{{m,n}}+') are not supported "
+                                   f"(pattern: {pattern[:80]!r}, position {i})")  # fmt: skip
+        if char == "{":
+            close = pattern.find("}", i)
+            inside = pattern[i + 1 : close] if close > 0 else None
+            if inside is not None and not re.fullmatch(r"\d+(,\d*)?", inside):
+                raise PatternError(f"braces that are no quantifier ('{{{inside}}}') are not supported; escape "
+                                   f"them as '\\{{' (pattern: {pattern[:80]!r}, position {i})")  # fmt: skip
+            if inside is not None:
+                i, after_quantifier = close + 1, True
+                continue
+        after_quantifier = char in "*+?"
+        i += 1
 
 
 def _expand_unicode_escapes(pattern: str) -> str:
