@@ -12,7 +12,7 @@ MODEL_CLASS ?= examples.models:Person
 # The peer engines the benchmarks compare with (see ../shared/notes/peers.md).
 PEERS := xgrammar llguidance transformers-cfg lm-format-enforcer outlines-core
 
-.PHONY: setup generate test bench bench-quick
+.PHONY: setup generate test test-fast bench bench-quick
 
 setup: $(VENV)/.installed
 
@@ -30,6 +30,10 @@ generate: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# The fast tier for iteration: real tokenizers, no model, no whole-suite runs (about 2 minutes).
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
 
 # The peers are installed under a constraints file pinning torch, so none of them swaps the CPU build.
 $(VENV)/.bench-installed: $(VENV)/.installed

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the model, the whole suite or brute-force oracles: full tier only
+
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("constrain_conformance", ROOT / "benchmarks" / "conformance.py")
 assert _spec is not None and _spec.loader is not None

@@ -21,6 +21,8 @@ import regex
 import constrain
 from constrain.testing import tokenize_continuation
 
+pytestmark = pytest.mark.slow  # the model, the whole suite or brute-force oracles: full tier only
+
 #: (pattern, a matching text whose length runs close to the upper bound)
 CASES = [
     (r'"[^"\\]{0,300}"', '"' + "counted characters, " * 14 + "end" + '"'),

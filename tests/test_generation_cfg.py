@@ -9,6 +9,8 @@ import pytest
 
 from constrain.sampling import generate
 
+pytestmark = pytest.mark.slow  # the model, the whole suite or brute-force oracles: full tier only
+
 torch = pytest.importorskip("torch")
 
 LIST = {

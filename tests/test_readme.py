@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the model, the whole suite or brute-force oracles: full tier only
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 

@@ -13,6 +13,8 @@ import constrain
 from constrain.integrations.transformers import LogitsProcessor
 from constrain.sampling import coalesce, generate
 
+pytestmark = pytest.mark.slow  # the model, the whole suite or brute-force oracles: full tier only
+
 torch = pytest.importorskip("torch")
 
 
