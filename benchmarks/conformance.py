@@ -148,7 +148,8 @@ def _reason_label(error: dict[str, Any]) -> str:
 
 
 def run_group(
-    compiler: constrain.Compiler, tokenizer: Any, group: dict[str, Any], timeout_s: float | None
+    compiler: constrain.Compiler, tokenizer: Any, group: dict[str, Any], timeout_s: float | None,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Compile one group's schema and classify each of its tests."""
     result: dict[str, Any] = {
@@ -166,7 +167,7 @@ def run_group(
     try:
         with _time_limit(timeout_s):
             try:
-                guide = compiler.json_schema(group.get("schema"))
+                guide = compiler.json_schema(group.get("schema"), **(options or {}))
             except constrain.EmptyLanguageError as exc:
                 result["status"] = "empty"
                 result["error"] = _describe_error(exc)
@@ -249,9 +250,8 @@ def file_status(counts: dict[str, int], groups: list[dict[str, Any]]) -> str:
 
 
 def run_file(
-    compiler: constrain.Compiler, tokenizer: Any, path: Path, timeout_s: float | None = DEFAULT_GROUP_TIMEOUT_S
-) -> dict[str, Any]:
-    groups = [run_group(compiler, tokenizer, g, timeout_s) for g in json.loads(Path(path).read_text("utf-8"))]
+    compiler: constrain.Compiler, tokenizer: Any, path: Path, timeout_s: float | None = DEFAULT_GROUP_TIMEOUT_S, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    groups = [run_group(compiler, tokenizer, g, timeout_s, options) for g in json.loads(Path(path).read_text("utf-8"))]
     counts = Counter({k: 0 for k in OUTCOMES})
     reasons: Counter[str] = Counter()
     for g in groups:
@@ -273,6 +273,10 @@ def run_file(
     }
 
 
+#: The specification's reading of objects: undeclared properties allowed, members in any order.
+SPEC_OPTIONS: dict[str, Any] = {"strict_properties": False, "property_order": "any"}
+
+
 def run_suite(
     suite: Path | str,
     tokenizer: Any,
@@ -282,14 +286,20 @@ def run_suite(
     sections: tuple[str, ...] | None = None,
     timeout_s: float | None = DEFAULT_GROUP_TIMEOUT_S,
     progress: Any = None,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run every selected file; returns the full report (what ``conformance.json`` holds)."""
+    """Run every selected file; returns the full report (what ``conformance.json`` holds).
+
+    ``options`` go to ``Compiler.json_schema``; the default is the specification's
+    semantics (:data:`SPEC_OPTIONS`), since the suite tests the specification.
+    """
+    options = SPEC_OPTIONS if options is None else options
     suite = Path(suite)
     compiler = compiler or constrain.Compiler(tokenizer)
     started = time.perf_counter()
     files: dict[str, dict[str, Any]] = {}
     for section, name, path in suite_files(suite, only, sections):
-        result = run_file(compiler, tokenizer, path, timeout_s)
+        result = run_file(compiler, tokenizer, path, timeout_s, options)
         result["section"] = section
         files[name] = result
         if progress is not None:
@@ -496,6 +506,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group-timeout", type=float, default=DEFAULT_GROUP_TIMEOUT_S,
                         help="stop a group after this many seconds and count it unsupported (0: no limit)")  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="no per-file progress lines")
+    parser.add_argument("--strict", action="store_true",
+                        help="compile with constrain's defaults (closed objects, definition order) instead of "
+                             "the specification's semantics")  # fmt: skip
     args = parser.parse_args(argv)
 
     suite = args.suite if args.suite.is_absolute() else (Path.cwd() / args.suite)
@@ -503,7 +516,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"the test suite is not at {suite} (no tests/{DRAFT}); pass --suite PATH")
     tokenizer = load_offline_tokenizer(args.tokenizer)
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
-    report = run_suite(suite, tokenizer, only=args.only, timeout_s=args.group_timeout or None, progress=progress)
+    report = run_suite(suite, tokenizer, only=args.only, timeout_s=args.group_timeout or None, progress=progress,
+                       options={} if args.strict else SPEC_OPTIONS)  # fmt: skip
     print(summary_table(report))
     for u in report["under_constrained"]:
         print(f"UNDER {u['file']} | {u['group']} | {u['test']} | schema={json.dumps(u['schema'])} | data={u['text']}")

@@ -50,6 +50,8 @@ CASES = {
         "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
         "required": ["a"], "minProperties": 2, "maxProperties": 3, "dependentRequired": {"b": ["c"]},
     }, [{"a": 1, "c": 3}, {"a": 1, "b": 2, "c": 3}]),  # fmt: skip
+    "dependentRequired-undeclared": ({"dependentRequired": {"b": ["a"], "c": ["a", "b"]}},
+                                     [{"a": 1}, {"a": 1, "b": 2}, {"a": 1, "c": 3, "b": 2}, {}]),  # fmt: skip
     "dependentSchemas": ({"type": "object", "dependentSchemas": {"a": {"required": ["b"]}}},
                          [{"b": 1}, {"a": 1, "b": 2}, {}]),  # fmt: skip
     "if-then-else": ({"if": {"type": "integer"}, "then": {"minimum": 2}, "else": {"type": "string"}},

@@ -897,8 +897,8 @@ class _Walker:
             return False if additional is False else True if additional is None else additional
 
         members = []
-        # a name that another present member requires may need to appear: declare it
-        for name in [n for names in dependent.values() for n in names]:
+        # every name dependentRequired mentions is a tracked member (an extra sets no bit)
+        for name in [*dependent, *(n for names in dependent.values() for n in names)]:
             properties.setdefault(name, value_schema(name))
         for name in list(dict.fromkeys([*properties, *required])):
             if names_check is not None and not names_check.matches(json.dumps(name, ensure_ascii=False).encode()):
@@ -926,8 +926,7 @@ class _Walker:
         body = MemberSet(
             tuple(m for m, _, _ in members), tuple(i for i, (_, r, _) in enumerate(members) if r), self.sep, extra,
             low, high, tuple((index[n], tuple(index[x] for x in needs)) for n, needs in dependencies),
-            ordered=not self.any_order,
-        )  # fmt: skip
+        )  # any order: a counted object tracks its members anyway, so order would only refuse values
         return self.wrap("{", body, "}")
 
     def key_pattern(self, pattern: Any, pointer: str) -> tuple[Node, LazyDFA]:
