@@ -273,6 +273,15 @@ def run_file(
     }
 
 
+def load_remotes(suite: Path) -> dict[str, Any]:
+    """The suite's remote documents under the URIs its tests use (http://localhost:1234/...)."""
+    folder = suite / "remotes"
+    return {
+        "http://localhost:1234/" + path.relative_to(folder).as_posix(): json.loads(path.read_text("utf-8"))
+        for path in sorted(folder.rglob("*.json"))
+    } if folder.is_dir() else {}
+
+
 #: The specification's reading of objects: undeclared properties allowed, members in any order.
 SPEC_OPTIONS: dict[str, Any] = {"strict_properties": False, "property_order": "any"}
 
@@ -293,7 +302,8 @@ def run_suite(
     ``options`` go to ``Compiler.json_schema``; the default is the specification's
     semantics (:data:`SPEC_OPTIONS`), since the suite tests the specification.
     """
-    options = SPEC_OPTIONS if options is None else options
+    options = dict(SPEC_OPTIONS if options is None else options)
+    options.setdefault("remotes", load_remotes(Path(suite)))
     suite = Path(suite)
     compiler = compiler or constrain.Compiler(tokenizer)
     started = time.perf_counter()

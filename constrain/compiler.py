@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import ConstrainError
 from .json_schema.to_grammar import schema_to_lark
+from .json_schema.refs import References
 from .json_schema.to_regex import SchemaOptions, load_schema, recursive_refs, schema_walk
 from .regex.automaton import ByteNFA, LazyDFA, Limits
 from .regex.guide import RegexGuide
@@ -84,7 +85,9 @@ class Compiler:
         label = "choice(" + ", ".join(repr(o) for o in options[:5]) + (", ...)" if len(options) > 5 else ")")
         return self._cached(("choice", options), lambda: literal_choice(options), label, limits)
 
-    def json_schema(self, schema: Any, *, limits: Limits | None = None, **options: Any) -> "RegexGuide | CFGGuide":
+    def json_schema(
+        self, schema: Any, *, limits: Limits | None = None, remotes: Mapping[str, Any] | None = None, **options: Any
+    ) -> "RegexGuide | CFGGuide":
         """A guide for JSON text valid under ``schema`` (dict, JSON text or Pydantic model class).
 
         ``options`` are those of :class:`~constrain.json_schema.SchemaOptions`
@@ -93,18 +96,20 @@ class Compiler:
         :class:`~constrain.UnsupportedSchemaError` naming it and its JSON pointer; with
         ``lenient=True`` it is dropped, listed in ``guide.dropped`` and warned about.
 
-        A recursive schema (a ``$ref`` cycle) compiles to the CFG backend, unless
+        ``remotes`` maps absolute URIs to the schema documents that remote ``$ref``s
+        point to (nothing is fetched). A recursive schema (a ``$ref`` cycle) compiles to the CFG backend, unless
         ``max_recursion_depth`` asks to unroll it into a regex; ``guide.backend`` says
         which ("regex" or "cfg").
         """
         loaded = load_schema(schema)
         settings = SchemaOptions(**options)
-        if settings.max_recursion_depth is None and recursive_refs(loaded):
-            grammar, walk = schema_to_lark(loaded, **options)
+        refs = References(loaded, remotes)
+        if settings.max_recursion_depth is None and recursive_refs(loaded, refs):
+            grammar, walk = schema_to_lark(loaded, remotes=remotes, **options)
             guide: Any = self.grammar(grammar, limits=limits)
         else:
-            walk = schema_walk(loaded, settings, limits=limits or self.limits)
-            key = ("json_schema", json.dumps(loaded, sort_keys=True), settings)
+            walk = schema_walk(loaded, settings, limits=limits or self.limits, remotes=remotes)
+            key = ("json_schema", json.dumps([loaded, remotes], sort_keys=True), settings)
             label = f"json_schema({json.dumps(loaded)[:50]}...)"
             guide = self._cached(key, lambda: walk.tree, label, limits)
         return _for_call(guide, schema=loaded, dropped=walk.dropped, ignored=walk.ignored,

@@ -247,3 +247,26 @@ def test_older_draft_spellings() -> None:
     regex = to_regex(tuple_)
     assert re.fullmatch(regex, '[1, "a", "b"]') and not re.fullmatch(regex, "[1, 2]")
     assert not re.fullmatch(to_regex({**tuple_, "additionalItems": False}), '[1, "a"]')
+
+
+def test_refs_resolve_against_base_uris_anchors_and_remotes(smollm2: object) -> None:
+    """$id changes the base below it, $anchor names a target, remote documents come from remotes=."""
+    nested = {
+        "$id": "http://example.com/root.json",
+        "$defs": {
+            "inner": {"$id": "inner.json", "$defs": {"t": {"type": "integer"}}, "$ref": "#/$defs/t"},
+            "t": {"type": "string"},  # what '#/$defs/t' would mean at the root: must not be used
+            "named": {"$anchor": "flag", "type": "boolean"},
+        },
+        "type": "array", "prefixItems": [{"$ref": "inner.json"}, {"$ref": "#flag"}], "items": False,
+    }  # fmt: skip
+    regex = to_regex(nested)
+    assert re.fullmatch(regex, "[1, true]") and not re.fullmatch(regex, '["a", true]')
+    compiler = constrain.Compiler(smollm2)
+    remote = {"$ref": "http://example.com/int.json", "minimum": 3}
+    with pytest.raises(constrain.UnsupportedSchemaError, match="remotes="):
+        compiler.json_schema(remote)
+    guide = compiler.json_schema(remote, remotes={"http://example.com/int.json": {"type": "integer"}})
+    assert accepts(guide, tokenize_continuation(smollm2, "7"))
+    assert not accepts(guide, tokenize_continuation(smollm2, "2"))
+    assert not accepts(guide, tokenize_continuation(smollm2, '"x"'))

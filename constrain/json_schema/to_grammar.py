@@ -25,9 +25,9 @@ from .to_regex import SchemaError, SchemaOptions, UnsupportedSchemaError, WalkRe
 __all__ = ["schema_to_lark", "tree_to_lark"]
 
 
-def schema_to_lark(schema: Any, **options: Any) -> tuple[str, WalkResult]:
+def schema_to_lark(schema: Any, *, remotes: Any = None, **options: Any) -> tuple[str, WalkResult]:
     """Lark grammar text (start rule ``start``) for ``schema``, and the walk (``dropped``, ``ignored``)."""
-    walk = schema_walk(load_schema(schema), SchemaOptions(**options), rules=True)
+    walk = schema_walk(load_schema(schema), SchemaOptions(**options), rules=True, remotes=remotes)
     return tree_to_lark(walk.tree, walk.rules), walk
 
 

@@ -27,7 +27,7 @@ import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
-from urllib.parse import unquote
+from urllib.parse import urldefrag
 
 from ..errors import ConstrainError, PatternError
 from ..regex.automaton import ByteNFA, LazyDFA, Limits
@@ -36,6 +36,7 @@ from ..regex.tree import (
     EMPTY, NOTHING, CharSet, Difference, Intersect, Literals, Members, MemberSet, Multiple, Node, Repeat, RuleRef, alt, literal, optional,
     render, seq,
 )  # fmt: skip
+from .refs import References, UnresolvedReference
 from .patterns import BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR, integer_range
 
 __all__ = [
@@ -172,14 +173,17 @@ def to_regex(schema: Any, **options: Any) -> str:
 
 
 def schema_walk(
-    schema: Any, options: SchemaOptions = SchemaOptions(), *, rules: bool = False, limits: Limits | None = None
+    schema: Any, options: SchemaOptions = SchemaOptions(), *, rules: bool = False, limits: Limits | None = None,
+    remotes: dict[str, Any] | None = None,
 ) -> WalkResult:
     """The regex tree of a loaded schema, plus the (keyword, pointer) pairs lenient mode dropped.
 
     With ``rules=True`` (the grammar backend), every ``$ref`` on a cycle becomes a
     :class:`RuleRef` to a rule of its own instead of an error or an unrolling.
     """
-    walker = _Walker(schema, options, recursive_refs(schema) if rules else frozenset(), limits or Limits())
+    refs = References(schema, remotes)
+    walker = _Walker(schema, options, recursive_refs(schema, refs) if rules else frozenset(), limits or Limits(),
+                     refs=refs)  # fmt: skip
     try:
         tree = walker.node(schema, "#")
     except RecursionError:
@@ -193,9 +197,9 @@ def schema_walk(
     return WalkResult(tree, walker.dropped, walker.rules, walker.ignored)
 
 
-def recursive_refs(schema: Any) -> frozenset[str]:
-    """The local ``$ref`` targets that can reach themselves through other ``$ref``s."""
-    walker = _Walker(schema, SchemaOptions(lenient=True), frozenset(), Limits())
+def recursive_refs(schema: Any, refs: References | None = None) -> frozenset[str]:
+    """The ``$ref`` targets (absolute URIs) that can reach themselves through other ``$ref``s."""
+    refs = refs or References(schema)
     edges: dict[str, set[str]] = {}
 
     def refs_in(node: Any) -> set[str]:
@@ -205,8 +209,8 @@ def recursive_refs(schema: Any) -> frozenset[str]:
             item = stack.pop()
             if isinstance(item, dict):
                 ref = item.get("$ref")
-                if isinstance(ref, str) and ref.startswith("#"):
-                    found.add(ref)
+                if isinstance(ref, str):
+                    found.add(refs.absolute(ref, refs.base_of(item, refs.root_base)))
                 stack.extend(v for k, v in item.items() if k not in ("$defs", "definitions", "const", "enum"))
             elif isinstance(item, list):
                 stack.extend(item)
@@ -218,8 +222,8 @@ def recursive_refs(schema: Any) -> frozenset[str]:
         if ref in edges:
             continue
         try:
-            edges[ref] = refs_in(walker.resolve(ref, "#"))
-        except SchemaError:
+            edges[ref] = refs_in(refs.lookup(ref)[0])
+        except UnresolvedReference:
             edges[ref] = set()
         frontier.extend(edges[ref])
 
@@ -245,10 +249,13 @@ def _fragment(pattern: str) -> Node:
 
 class _Walker:
     def __init__(
-        self, root: Any, options: SchemaOptions, rule_refs: frozenset[str], limits: Limits, *, over: bool = False
+        self, root: Any, options: SchemaOptions, rule_refs: frozenset[str], limits: Limits, *, over: bool = False,
+        refs: References | None = None,
     ) -> None:
         self.root = root
         self.limits = limits
+        self.refs = refs or References(root)
+        self.base = self.refs.root_base  # the base URI in effect where the walk is
         #: Build a *superset* of each schema's texts instead of a subset: what ``not`` and
         #: ``oneOf`` subtract must hold every text the guide could write for a value the
         #: subtracted schema accepts (see :meth:`superset`).
@@ -281,7 +288,7 @@ class _Walker:
         inside ``A ∖ B``: over-constrained at worst, never weaker.
         """
         if self._superset is None:
-            self._superset = _Walker(self.root, self.options, frozenset(), self.limits, over=True)
+            self._superset = _Walker(self.root, self.options, frozenset(), self.limits, over=True, refs=self.refs)
             self._superset.ignored, self._superset._ignored_seen = self.ignored, self._ignored_seen
         return self._superset
 
@@ -292,7 +299,7 @@ class _Walker:
             return self
         if self._unordered is None:
             options = dataclasses.replace(self.options, property_order="any")
-            self._unordered = _Walker(self.root, options, frozenset(), self.limits, over=self.over)
+            self._unordered = _Walker(self.root, options, frozenset(), self.limits, over=self.over, refs=self.refs)
             self._unordered.ignored, self._unordered._ignored_seen = self.ignored, self._ignored_seen
         return self._unordered
 
@@ -304,7 +311,7 @@ class _Walker:
         """
         if self._superset is None:
             options = dataclasses.replace(self.options, lenient=False)
-            self._superset = _Walker(self.root, options, frozenset(), self.limits, over=False)
+            self._superset = _Walker(self.root, options, frozenset(), self.limits, over=False, refs=self.refs)
             self._superset.ignored, self._superset._ignored_seen = self.ignored, self._ignored_seen
         return self._superset
 
@@ -316,18 +323,19 @@ class _Walker:
         self.dropped.append((keyword, pointer or "#"))
 
     def resolve(self, ref: str, pointer: str) -> Any:
-        if not ref.startswith("#"):
-            raise UnsupportedSchemaError("$ref", pointer, f"only local references are supported, not {ref!r}")
-        target: Any = self.root
-        for part in unquote(ref[1:]).split("/")[1:]:  # a URI fragment: percent-decode, then JSON pointer
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(target, dict) and part in target:
-                target = target[part]
-            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
-                target = target[int(part)]
-            else:
-                raise SchemaError(f"$ref {ref!r} at {pointer} does not resolve")
-        return target
+        """The schema ``ref`` points to from the current base URI (see ``refs.py``)."""
+        return self.locate(self.refs.absolute(ref, self.base), ref, pointer)[0]
+
+    def locate(self, absolute: str, ref: str, pointer: str) -> tuple[Any, str]:
+        """The target of an absolute reference and the base URI in effect there."""
+        try:
+            return self.refs.lookup(absolute)
+        except UnresolvedReference as exc:
+            if urldefrag(absolute)[0] in self.refs.resources:
+                raise SchemaError(f"$ref {ref!r} at {pointer} does not resolve: {exc}") from None
+            raise UnsupportedSchemaError(
+                "$ref", pointer, f"{ref!r} is a remote reference: pass its document in remotes={{uri: schema}}"
+            ) from None
 
     def wrap(self, open_: str, body: Node, close: str) -> Node:
         return seq(literal(open_), self.ws, body, self.ws, literal(close))
@@ -341,7 +349,22 @@ class _Walker:
             return NOTHING
         if not isinstance(schema, dict):
             raise SchemaError(f"schema at {pointer} must be an object or a boolean, not {schema!r}")
-        schema = self.constraints(schema, pointer)
+        outer, self.base = self.base, self.refs.base_of(schema, self.base)
+        try:
+            return self.schema_node(self.constraints(schema, pointer), pointer)
+        finally:
+            self.base = outer
+
+    def node_at(self, schema: Any, base: str, pointer: str) -> Node:
+        """:meth:`node` for a reference's target, from the base URI in effect there."""
+        outer, self.base = self.base, base
+        try:
+            return self.node(schema, pointer)
+        finally:
+            self.base = outer
+
+    def schema_node(self, schema: dict[str, Any], pointer: str) -> Node:
+        """A schema object's language, its keywords already read by :meth:`constraints`."""
         if "$ref" in schema:
             return self.ref(schema, pointer)
         if "allOf" in schema:
@@ -374,10 +397,6 @@ class _Walker:
         array ``items`` with ``additionalItems`` (draft 2019-09 and before). ``then`` or
         ``else`` without ``if``, and ``if`` alone, constrain nothing (the spec says so).
         """
-        for key in ("$id", "id"):
-            nested = schema is not self.root and isinstance(schema.get(key), str) and not schema[key].startswith("#")
-            if nested and _has_ref(schema):
-                self.unsupported(key, f"{pointer}/{key}", "a nested base URI changes what the $refs below it mean")
         out: dict[str, Any] = {}
         for key, value in schema.items():
             if key in _ASSERTIONS:
@@ -422,12 +441,13 @@ class _Walker:
             raise SchemaError(f"$ref at {pointer} must be a string")
         if schema:  # 2020-12: $ref applies beside its siblings
             return self.node({"allOf": [{"$ref": ref}, schema]}, pointer)
+        ref = self.refs.absolute(ref, self.base)  # one name per target, whatever base it was written from
         if ref in self.rule_refs:
             return self.rule(ref, pointer)
         depth = self._ref_stack.count(ref)
         if depth:
             if self.options.max_recursion_depth is None:
-                cycle = " → ".join(self._ref_stack[self._ref_stack.index(ref) :] + [ref])
+                cycle = " → ".join(self.refs.short(r) for r in self._ref_stack[self._ref_stack.index(ref) :] + [ref])
                 raise RecursiveSchemaError(
                     "$ref", pointer,
                     f"the schema is recursive ({cycle}); pass max_recursion_depth=k to unroll it k levels "
@@ -438,7 +458,7 @@ class _Walker:
                 return _ANY_TEXT if self.over else NOTHING
         self._ref_stack.append(ref)
         try:
-            return self.node(self.resolve(ref, pointer), ref)
+            return self.node_at(*self.locate(ref, ref, pointer), ref)
         finally:
             self._ref_stack.pop()
 
@@ -447,7 +467,7 @@ class _Walker:
         name = _rule_name(ref)
         if name not in self.rules:
             self.rules[name] = NOTHING  # placeholder while the body (which refers to it) is built
-            self.rules[name] = self.node(self.resolve(ref, pointer), ref)
+            self.rules[name] = self.node_at(*self.locate(ref, ref, pointer), ref)
         return RuleRef(name)
 
     def deref(self, schema: Any, pointer: str) -> Any:
@@ -457,7 +477,8 @@ class _Walker:
             if schema["$ref"] in seen:
                 raise SchemaError(f"$ref {schema['$ref']!r} at {pointer} refers only to itself")
             seen.add(schema["$ref"])
-            schema = self.resolve(schema["$ref"], pointer)
+            base = self.refs.base_of(schema, self.base)
+            schema = self.locate(self.refs.absolute(schema["$ref"], base), schema["$ref"], pointer)[0]
         return schema
 
     def merge_all_of(self, schema: dict[str, Any], pointer: str) -> tuple[Any, list[tuple[int, Any]]]:
@@ -1358,20 +1379,6 @@ def _rule_name(ref: str) -> str:
     """A Lark-safe rule name for a ``$ref`` (lowercase letters, digits, underscores)."""
     tail = re.sub(r"[^a-z0-9]+", "_", ref.lower()).strip("_") or "root"
     return f"ref_{tail}_{zlib.crc32(ref.encode()) % 10**6}"
-
-
-def _has_ref(value: Any) -> bool:
-    """Whether a ``$ref`` keyword appears anywhere below ``value`` (iterative: no recursion limit)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if isinstance(item.get("$ref"), str):
-                return True
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
 
 
 def _escape_pointer(name: str) -> str:

@@ -1,0 +1,127 @@
+"""Where a ``$ref`` points: base URIs, anchors, JSON pointers and remote documents.
+
+A ``$ref`` is a URI reference resolved against the base URI in effect where it is
+written: the document's, changed by every ``$id`` on the way down (``id`` in draft 4
+documents). The fragment is a JSON pointer (``#/$defs/a``) or an anchor name
+(``$anchor``, or a draft-7 ``$id: "#name"``). One pass over the document (and over the
+remote documents the caller registers) records, for every object in it, the base URI in
+effect there, every resource by its absolute URI and every anchor; the walker then asks
+:meth:`References.lookup` with the base of the object that holds the ``$ref``.
+
+Iterative throughout: a deeply nested document never reaches Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+from urllib.parse import unquote, urldefrag, urljoin
+
+__all__ = ["References", "UnresolvedReference"]
+
+#: The base URI of a document that declares none (hierarchical, so ``urljoin`` resolves against it).
+DEFAULT_BASE = "https://constrain.invalid/schema.json"  # .invalid: never a real host
+
+
+class UnresolvedReference(Exception):
+    """A ``$ref`` whose target is not in the document or the registered remotes."""
+
+
+class References:
+    """The resources, anchors and per-object base URIs of one schema document."""
+
+    def __init__(self, root: Any, remotes: Mapping[str, Any] | None = None) -> None:
+        self.resources: dict[str, Any] = {}
+        self.anchors: dict[str, Any] = {}
+        self._bases: dict[int, str] = {}
+        self._draft4 = isinstance(root, dict) and "draft-04" in str(root.get("$schema", ""))
+        for uri, document in (remotes or {}).items():
+            self._index(document, urldefrag(uri)[0])
+        self.root_base = self._index(root, DEFAULT_BASE)
+
+    def base_of(self, schema: Any, default: str) -> str:
+        """The base URI in effect at ``schema`` (an object of the document), else ``default``."""
+        return self._bases.get(id(schema), default)
+
+    def absolute(self, ref: str, base: str) -> str:
+        return urljoin(base, ref)
+
+    def short(self, absolute: str) -> str:
+        """A reference as a message shows it: ``#/$defs/a`` inside the document itself."""
+        return absolute[len(DEFAULT_BASE):] if absolute.startswith(DEFAULT_BASE + "#") else absolute
+
+    def lookup(self, absolute: str) -> tuple[Any, str]:
+        """The schema an absolute URI reference points to, and the base URI in effect there."""
+        uri, fragment = urldefrag(absolute)
+        if fragment and not fragment.startswith("/"):
+            target = self.anchors.get(f"{uri}#{unquote(fragment)}")
+            if target is None:
+                raise UnresolvedReference(f"no anchor {fragment!r} in {uri}")
+            return target, self.base_of(target, uri)
+        if uri not in self.resources:
+            raise UnresolvedReference(f"{uri} is neither this document nor a registered remote")
+        target = self.resources[uri]
+        for part in unquote(fragment).split("/")[1:]:  # a JSON pointer, percent-decoded first
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(target, dict) and part in target:
+                target = target[part]
+            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                target = target[int(part)]
+            else:
+                raise UnresolvedReference(f"the pointer {fragment!r} does not resolve in {uri}")
+        return target, self.base_of(target, uri)
+
+    def _index(self, document: Any, base: str) -> str:
+        """Record bases, resources and anchors under ``document``; returns the document's own base."""
+        top = self._rebase(document, base)
+        self.resources.setdefault(top, document)
+        self.resources.setdefault(base, document)
+        stack = [(document, base)]
+        while stack:
+            node, outer = stack.pop()
+            if not isinstance(node, dict):
+                continue
+            here = self._rebase(node, outer)
+            if here != outer:
+                self.resources.setdefault(here, node)
+            self._bases.setdefault(id(node), here)
+            for key in ("$anchor", "$dynamicAnchor"):
+                if isinstance(node.get(key), str):
+                    self.anchors.setdefault(f"{here}#{node[key]}", node)
+            for key in ("$id", "id"):
+                value = node.get(key)
+                if isinstance(value, str) and value.startswith("#") and len(value) > 1:  # a draft-7 anchor
+                    self.anchors.setdefault(f"{here}#{value[1:]}", node)
+            stack.extend((sub, here) for sub in _subschemas(node))
+        return top
+
+    def _rebase(self, node: Any, base: str) -> str:
+        if not isinstance(node, dict):
+            return base
+        value = node.get("$id")
+        if not isinstance(value, str) and self._draft4:
+            value = node.get("id")
+        if isinstance(value, str) and not value.startswith("#"):
+            return urldefrag(urljoin(base, value))[0]
+        return base
+
+
+# Where a schema holds schemas. An "$id" anywhere else (inside an unknown keyword, in a
+# const) is data, not an identifier: the specification says so, and the suite checks it.
+_ONE = ("additionalProperties", "additionalItems", "items", "contains", "not", "if", "then", "else",
+        "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema")  # fmt: skip
+_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
+_LIST = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+
+
+def _subschemas(node: dict[str, Any]) -> list[Any]:
+    out: list[Any] = []
+    for key in _ONE:
+        if isinstance(node.get(key), dict):
+            out.append(node[key])
+    for key in _MAP:
+        if isinstance(node.get(key), dict):
+            out += [v for v in node[key].values() if isinstance(v, dict)]
+    for key in _LIST:
+        if isinstance(node.get(key), list):
+            out += [v for v in node[key] if isinstance(v, dict)]
+    return out
