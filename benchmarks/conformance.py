@@ -418,7 +418,9 @@ def markdown(report: dict[str, Any], tokenizer_name: str) -> str:
         "",
         "## Method",
         "",
-        "Each test group's schema is compiled once with default options and the "
+        "Each test group's schema is compiled once with the specification's semantics "
+        "(`strict_properties=False, property_order=\"any\"`; `--strict` runs constrain's defaults), the "
+        "suite's `remotes/` registered as `remotes=`, and the "
         f"`{tokenizer_name}` tokenizer. Each instance is serialized with `json.dumps` (default separators, "
         "ASCII escapes), tokenized the way the tokenizer itself spells it after earlier text, and fed to "
         "the guide one token at a time; the guide *accepts* the instance when every token is allowed in "
@@ -433,11 +435,10 @@ def markdown(report: dict[str, Any], tokenizer_name: str) -> str:
         "tokens do not spell their text byte for byte are **skipped**. An exception that is not a "
         "constrain error is a **crash** (a bug), listed at the end.",
         "",
-        "Default options shape the over-constrained counts: constrain enforces `format`, which draft "
+        "What still shapes the over-constrained counts: constrain enforces `format`, which draft "
         "2020-12 treats as an annotation unless the format-assertion vocabulary is on (so the core "
         "`format` file's annotation-only cases count as over, and the `optional/format` files, which "
-        "assume assertion, are the ones that measure it); an object without `additionalProperties` "
-        "admits only its listed properties (`strict_properties`); a free-form value nests at most "
+        "assume assertion, are the ones that measure it); a free-form value nests at most "
         "`any_value_depth` levels; and numbers are matched by their spelling, so `1.0` is refused where "
         "the schema means the integer `1` (`type: integer`, `const`, `enum`, integer bounds).",
         "",
