@@ -270,3 +270,22 @@ def test_refs_resolve_against_base_uris_anchors_and_remotes(smollm2: object) -> 
     assert accepts(guide, tokenize_continuation(smollm2, "7"))
     assert not accepts(guide, tokenize_continuation(smollm2, "2"))
     assert not accepts(guide, tokenize_continuation(smollm2, '"x"'))
+
+
+def test_billion_laughs_and_deep_free_values_end_within_the_time_limit(smollm2: object) -> None:
+    """Each definition uses the previous one twice: built once per $ref, and stopped by a limit."""
+    import time
+
+    defs: dict = {"d0": {"type": "integer"}}
+    for i in range(1, 30):
+        defs[f"d{i}"] = {"type": "array", "prefixItems": [{"$ref": f"#/$defs/d{i - 1}"}] * 2}
+    compiler = constrain.Compiler(smollm2, limits=constrain.Limits(timeout_s=3))
+    started = time.monotonic()
+    with pytest.raises(constrain.LimitExceededError):
+        compiler.json_schema({"$defs": defs, "$ref": "#/$defs/d29"})
+    assert time.monotonic() - started < 10
+    started = time.monotonic()
+    from constrain.json_schema.to_regex import SchemaOptions, schema_walk
+
+    schema_walk(True, SchemaOptions(any_value_depth=16))  # hashing a shared tree once per node
+    assert time.monotonic() - started < 2

@@ -22,6 +22,7 @@ import json
 from fractions import Fraction
 import math
 import re
+import time
 import warnings
 import zlib
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from functools import lru_cache
 from typing import Any, Callable
 from urllib.parse import urldefrag
 
-from ..errors import ConstrainError, PatternError
+from ..errors import ConstrainError, LimitExceededError, PatternError
 from ..regex.automaton import ByteNFA, LazyDFA, Limits
 from ..regex.parse import parse_regex
 from ..regex.tree import (
@@ -256,6 +257,9 @@ class _Walker:
         self.limits = limits
         self.refs = refs or References(root)
         self.base = self.refs.root_base  # the base URI in effect where the walk is
+        self._expanded: dict[str, Node] = {}  # $ref target → its tree, built once (a DAG, not 2^n copies)
+        self._deadline = time.monotonic() + limits.timeout_s
+        self._calls = 0
         #: Build a *superset* of each schema's texts instead of a subset: what ``not`` and
         #: ``oneOf`` subtract must hold every text the guide could write for a value the
         #: subtracted schema accepts (see :meth:`superset`).
@@ -349,6 +353,10 @@ class _Walker:
             return NOTHING
         if not isinstance(schema, dict):
             raise SchemaError(f"schema at {pointer} must be an object or a boolean, not {schema!r}")
+        self._calls += 1
+        if self._calls % 256 == 0 and time.monotonic() > self._deadline:
+            raise LimitExceededError("timeout_s", self.limits.timeout_s,
+                                     f"walking the schema took too long (at {pointer})")  # fmt: skip
         outer, self.base = self.base, self.refs.base_of(schema, self.base)
         try:
             return self.schema_node(self.constraints(schema, pointer), pointer)
@@ -456,11 +464,17 @@ class _Walker:
             if depth > self.options.max_recursion_depth:
                 # deeper nesting is cut off: over-constrained, never invalid (a superset takes anything)
                 return _ANY_TEXT if self.over else NOTHING
+        memo = self.options.max_recursion_depth is None  # else the tree depends on how deep we are
+        if memo and ref in self._expanded:
+            return self._expanded[ref]
         self._ref_stack.append(ref)
         try:
-            return self.node_at(*self.locate(ref, ref, pointer), ref)
+            tree = self.node_at(*self.locate(ref, ref, pointer), ref)
         finally:
             self._ref_stack.pop()
+        if memo:
+            self._expanded[ref] = tree
+        return tree
 
     def rule(self, ref: str, pointer: str) -> Node:
         """A recursive target as a rule of its own, built once (its body may refer to itself)."""

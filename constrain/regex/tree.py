@@ -20,6 +20,21 @@ __all__ = [
 ]  # fmt: skip
 
 
+class _Composite:
+    """Trees share subtrees (a ``$ref`` used twice, a free-form value nested k levels), so a
+    hash computed afresh on every call would walk the shared parts again and again —
+    exponential in the depth. Each node computes its hash once and keeps it."""
+
+    __slots__ = ()
+
+    def cached_hash(self) -> int:
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((type(self).__name__, *(getattr(self, f) for f in self.__dataclass_fields__)))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+
 @dataclass(frozen=True)
 class CharSet:
     """One character from a set of code point ranges (empty ranges: matches nothing)."""
@@ -28,17 +43,17 @@ class CharSet:
 
 
 @dataclass(frozen=True)
-class Concat:
+class Concat(_Composite):
     parts: tuple["Node", ...]
 
 
 @dataclass(frozen=True)
-class Alt:
+class Alt(_Composite):
     options: tuple["Node", ...]
 
 
 @dataclass(frozen=True)
-class Repeat:
+class Repeat(_Composite):
     """``node`` repeated ``low`` to ``high`` times; ``high`` is None for no upper bound.
 
     With a ``separator``, it comes between consecutive repetitions (a JSON array's
@@ -60,7 +75,7 @@ class Literals:
 
 
 @dataclass(frozen=True)
-class Members:
+class Members(_Composite):
     """Items in order, each present or (unless required) absent, with ``separator`` between
     present ones; then, if ``extra`` is given, any number of ``extra`` items.
 
@@ -82,7 +97,7 @@ class RuleRef:
 
 
 @dataclass(frozen=True)
-class MemberSet:
+class MemberSet(_Composite):
     """Items in any order (or in order), each at most once, with ``separator`` between them; plus any
     number of ``extra`` items. ``required`` items must all appear; the member count
     (extras included) lies in ``[min_count, max_count]``; ``dependencies`` pairs
@@ -117,14 +132,14 @@ class Multiple:
 
 
 @dataclass(frozen=True)
-class Intersect:
+class Intersect(_Composite):
     """Text that every one of ``parts`` matches (``pattern`` ∩ ``format`` ∩ ``maxLength``)."""
 
     parts: tuple["Node", ...]
 
 
 @dataclass(frozen=True)
-class Difference:
+class Difference(_Composite):
     """Text that ``base`` matches and none of ``minus`` does (``not``, ``oneOf``, keys that are not declared)."""
 
     base: "Node"
@@ -132,6 +147,9 @@ class Difference:
 
 
 Node = Union[CharSet, Concat, Alt, Repeat, Literals, Members, MemberSet, Multiple, RuleRef, Intersect, Difference]
+
+for _cls in (Concat, Alt, Repeat, Members, MemberSet, Intersect, Difference):
+    _cls.__hash__ = _Composite.cached_hash  # type: ignore[method-assign]  # dataclass put its own there
 
 #: The empty string, and the empty language.
 EMPTY: Node = Concat(())
