@@ -1011,11 +1011,14 @@ class _Walker:
         return alt(*options) if options else None
 
     def any_value(self) -> Node:
-        """Any JSON value, nested at most ``any_value_depth`` levels (a regex cannot nest freely)."""
-        if self.over:
-            return _ANY_TEXT  # every value, however deep (and more)
+        """Any JSON value, nested at most ``any_value_depth`` levels (a regex cannot nest freely).
+
+        A superset walker needs every value, however deep: below the same levels, an
+        opening bracket may be followed by any text at all. Above them the value's end
+        stays where JSON puts it, so products with it stay small.
+        """
         scalar = alt(_fragment(f'"{STRING_CHAR}*"'), _fragment(NUMBER), _fragment(BOOLEAN), _fragment(NULL))
-        level = scalar
+        level = alt(scalar, seq(literal("["), _ANY_TEXT), seq(literal("{"), _ANY_TEXT)) if self.over else scalar
         for _ in range(self.options.any_value_depth):
             array = self.wrap("[", Repeat(level, 0, None, self.sep), "]")
             member = seq(_fragment(f'"{STRING_CHAR}*"'), self.colon, level)

@@ -107,6 +107,11 @@ class ProductDFA:
         """The parts that must match still can: all of them, or the first one of a difference."""
         return states[0] != DEAD if self.subtract else DEAD not in states
 
+    def _free(self, states: Tuple) -> bool:
+        """A difference whose subtracted parts are all dead: live exactly when the first part is,
+        and the first part hands out live states only. No search needed from here."""
+        return self.subtract and states[0] != DEAD and all(s == DEAD for s in states[1:])
+
     def _accepts(self, states: Tuple) -> bool:
         if not self._alive(states) or not self.parts[0].is_final(states[0]):
             return False
@@ -149,7 +154,7 @@ class ProductDFA:
         found: Tuple | None = None
         while queue:
             current = queue.popleft()
-            if current in self._live or self._accepts(current):
+            if current in self._live or self._accepts(current) or self._free(current):
                 found = current
                 break
             for successor in self._successors(current)[1]:
