@@ -118,7 +118,9 @@ def summarize(engine: str, scored: list[dict[str, Any]]) -> dict[str, Any]:
         "crashes": sum(s["status"] in ("crash", "crash while walking") for s in scored),
         "valid_rejected": totals["valid rejected"],
         "invalid_accepted": totals["invalid accepted"],
-        "schemas_with_invalid_accepted": sum(s.get("counts", {}).get("invalid accepted", 0) > 0 for s in scored),
+        "schemas_with_invalid_accepted": sum(
+            s.get("counts", {}).get("invalid accepted", 0) > 0 for s in scored
+        ),
         "instances": sum(totals.values()),
         "compile_ms": _common.percentiles(compiles),
         "step_us": _common.percentiles(steps),
@@ -145,8 +147,9 @@ def markdown(meta: dict[str, Any], summaries: dict[str, dict[str, Any]]) -> str:
     ]
     for engine, s in summaries.items():
         c, t = s["compile_ms"] or {}, s["step_us"] or {}
+        share = 100 * s["passed"] / max(s["schemas"], 1)
         lines.append(
-            f"| {engine} {meta['versions'].get(engine, '')} | {s['passed']} | {100 * s['passed'] / max(s['schemas'], 1):.1f} "
+            f"| {engine} {meta['versions'].get(engine, '')} | {s['passed']} | {share:.1f} "
             f"| {s['refused']} | {s['timeouts']} | {s['crashes']} | {s['valid_rejected']} "
             f"| {s['invalid_accepted']} ({s['schemas_with_invalid_accepted']}) "
             f"| {f(c.get('p50'))} / {f(c.get('p90'))} / {f(c.get('p99'))} "
