@@ -170,7 +170,11 @@ def _not_a_schema(value: Any) -> Any:
 
 def to_regex(schema: Any, **options: Any) -> str:
     """Regex text whose full matches are JSON texts valid under ``schema`` (see :class:`SchemaOptions`)."""
-    return schema_walk(load_schema(schema), SchemaOptions(**options)).regex
+    tree = schema_walk(load_schema(schema), SchemaOptions(**options)).tree
+    try:
+        return render(tree)
+    except TypeError as exc:  # the guide enforces it all the same: compile it instead
+        raise SchemaError(f"this schema has no regex text ({exc}); Compiler.json_schema enforces it") from None
 
 
 def schema_walk(

@@ -54,8 +54,15 @@ class RegexGuide:
 
     @cached_property
     def regex(self) -> str:
-        """The guide's language as Python regex text (rendered from its tree)."""
-        return render(self.tree)
+        """The guide's language as Python regex text (rendered from its tree).
+
+        Intersections, differences and unordered member sets have no such text; they
+        show as a note (the automaton is built from the tree, not from this text).
+        """
+        try:
+            return render(self.tree)
+        except TypeError as exc:
+            return f"(no regex text: {exc})"
 
     @property
     def initial_state(self) -> int:
