@@ -72,7 +72,7 @@ def error_keyword(engine: str, message: str) -> str:
     if "LimitExceededError" in message or "limit " in message:
         found = re.search(r"limit (\w+)=", message)
         return f"limit {found.group(1)}" if found else "limit"
-    return re.sub(r"[\"'`].*", "…", message.split(":")[0])[:60]
+    return message[:70]  # a peer's own words: "ValueError: Unimplemented keys: [\"not\"]"
 
 
 def score(case: Case, result: dict[str, Any]) -> dict[str, Any]:
@@ -139,9 +139,11 @@ def markdown(meta: dict[str, Any], summaries: dict[str, dict[str, Any]]) -> str:
         "when it compiles and every valid instance is accepted and every invalid one stopped. "
         "`constrain-spec` follows the specification's property semantics (`strict_properties=False`); "
         "`constrain` is the default (undeclared properties refused). Steps: one full mask + advance, "
-        "first walk of a freshly compiled guide included.",
+        "first walk of a freshly compiled guide included. An error while walking is an exception on a "
+        "first visit (for constrain: a `Limits` error, never a raw exception).",
         "",
-        "| engine | passed | % | refused | timeouts | crashes | valid rejected | invalid accepted (schemas) "
+        "| engine | passed | % | refused | timeouts | errors while walking | valid rejected "
+        "| invalid accepted (schemas) "
         "| compile p50 / p90 / p99 ms | step p50 / p90 / p99 µs |",
         "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
@@ -205,8 +207,10 @@ def main(argv: list[str] | None = None) -> int:
                               f"{item.get('error', '')[:200]}")
     finally:
         os.unlink(context)
-    meta = {"machine": _common.machine(), "data": data.name, "schemas": len(cases), "tokenizer": "smollm2",
-            "budget_s": args.budget, "versions": versions}
+    machine = _common.machine()
+    meta = {"machine": machine, "data": data.name, "schemas": len(cases), "tokenizer": "smollm2",
+            "budget_s": args.budget, "versions": versions, "quick": bool(args.limit),
+            "date": machine["date"], "load_average": machine["load_average"]}
     text = markdown(meta, summaries)
     print(text)
     _common.write_results(args.out, {"meta": meta, "summaries": summaries, "schemas": per_schema}, text)

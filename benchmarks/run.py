@@ -396,7 +396,7 @@ def section_maskbench(data: dict[str, Any]) -> Iterator[str]:
     from bench_maskbench import markdown
 
     lines = markdown(data["meta"], data["summaries"]).splitlines()
-    yield from lines[2:]  # without its own heading and machine line (the stamp above says both)
+    yield from lines[3:]  # without its own heading and machine line (the stamp above says both)
 
 
 def section_hierarchy(data: dict[str, Any]) -> Iterator[str]:
