@@ -137,10 +137,12 @@ def markdown(meta: dict[str, Any], summaries: dict[str, dict[str, Any]]) -> str:
         f"{meta['schemas']} schemas of `{meta['data']}`, tokenizer {meta['tokenizer']}; "
         f"timeout {meta['budget_s']:.0f} s per schema. Scored as MaskBench scores: a schema passes "
         "when it compiles and every valid instance is accepted and every invalid one stopped. "
-        "`constrain-spec` follows the specification's property semantics (`strict_properties=False`); "
+        "`constrain-spec` follows the specification's property semantics (`strict_properties=False`: "
+        "undeclared properties allowed, members in any order); "
         "`constrain` is the default (undeclared properties refused). Steps: one full mask + advance, "
         "first walk of a freshly compiled guide included. An error while walking is an exception on a "
-        "first visit (for constrain: a `Limits` error, never a raw exception).",
+        "first visit (for constrain: a `Limits` error, never a raw exception)."
+        + (f" Note: {meta['note']}." if meta.get("note") else ""),
         "",
         "| engine | passed | % | refused | timeouts | errors while walking | valid rejected "
         "| invalid accepted (schemas) "

@@ -27,7 +27,7 @@ import warnings
 import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from urllib.parse import urldefrag
 
 from ..errors import ConstrainError, LimitExceededError, PatternError
@@ -117,9 +117,10 @@ class SchemaOptions:
     ``any_value_depth``: how deep a free-form value (``{}``, ``true``) may nest.
     ``property_order``: ``"definition"`` (declared members in the order the schema
     lists them, as xgrammar and llguidance generate them) or ``"any"`` (the
-    specification's reading: any order). ``"any"`` costs states: inside every member
-    value the automaton remembers which members were seen, so first visits multiply.
-    Recursive schemas (the grammar backend) keep definition order.
+    specification's reading); None picks ``"any"`` with ``strict_properties=False`` and
+    ``"definition"`` otherwise. ``"any"`` costs states: inside every member value the
+    automaton remembers which members were seen, so first visits multiply. Recursive
+    schemas (the grammar backend) keep definition order.
     """
 
     whitespace: str = "default"
@@ -127,10 +128,10 @@ class SchemaOptions:
     max_recursion_depth: int | None = None
     strict_properties: bool = True
     any_value_depth: int = 2
-    property_order: str = "definition"
+    property_order: str | None = None
 
     def __post_init__(self) -> None:
-        if self.property_order not in ("definition", "any"):
+        if self.property_order not in (None, "definition", "any"):
             raise SchemaError(f"property_order must be 'definition' or 'any', not {self.property_order!r}")
 
 
@@ -271,7 +272,8 @@ class _Walker:
         self._superset: _Walker | None = None
         self._unordered: _Walker | None = None
         # grammars write ordered members only; a superset takes every order
-        self.any_order = over or (options.property_order == "any" and not rule_refs)
+        order = options.property_order or ("definition" if options.strict_properties else "any")
+        self.any_order = over or (order == "any" and not rule_refs)
         self.options = options
         self.rule_refs = rule_refs
         self.rules: dict[str, Node] = {}
@@ -1161,9 +1163,9 @@ def _anchored_alternatives(pattern: str) -> list[tuple[bool, str, bool]]:
     return out
 
 
-def _split_top_level(pattern: str) -> list[str]:
-    """Split at ``|`` outside groups and character classes."""
-    parts, depth, start, i, in_class = [], 0, 0, 0, False
+def _structure(pattern: str) -> Iterator[tuple[int, str, int]]:
+    """``(index, character, group depth after it)`` outside escapes and character classes."""
+    depth, i, in_class = 0, 0, False
     while i < len(pattern):
         char = pattern[i]
         if char == "\\":
@@ -1173,19 +1175,18 @@ def _split_top_level(pattern: str) -> list[str]:
             in_class = char != "]"
         elif char == "[":
             in_class = True
-            if pattern[i + 1 : i + 2] == "^":
-                i += 1
-            if pattern[i + 1 : i + 2] == "]":
-                i += 1  # a ']' first in a class is a literal
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "|" and depth == 0:
-            parts.append(pattern[start:i])
-            start = i + 1
+            i += pattern[i + 1 : i + 2] == "^"
+            i += pattern[i + 1 : i + 2] == "]"  # a ']' first in a class is a literal
+        else:
+            depth += (char == "(") - (char == ")")
+            yield i, char, depth
         i += 1
-    return parts + [pattern[start:]]
+
+
+def _split_top_level(pattern: str) -> list[str]:
+    """Split at ``|`` outside groups and character classes."""
+    cuts = [i for i, char, depth in _structure(pattern) if char == "|" and depth == 0]
+    return [pattern[a + 1 : b] for a, b in zip([-1, *cuts], [*cuts, len(pattern)])]
 
 
 def _whole_group(pattern: str) -> str | None:
@@ -1195,24 +1196,8 @@ def _whole_group(pattern: str) -> str | None:
     ):
         return None
     inside = pattern[3:-1] if pattern.startswith("(?:") else pattern[1:-1]
-    depth, i, in_class = 0, 0, False
-    while i < len(inside):  # the group must not close before the end
-        char = inside[i]
-        if char == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth < 0:
-                return None
-        i += 1
-    return inside if depth == 0 else None
+    depths = [depth for _, _, depth in _structure(inside)]
+    return inside if all(d >= 0 for d in depths) and (not depths or depths[-1] == 0) else None
 
 
 def _fixpoint_drops(dependent: dict[str, list[str]], present: set[str]) -> list[tuple[str, list[str]]]:
