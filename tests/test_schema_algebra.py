@@ -110,3 +110,11 @@ def test_empty_intersections_and_huge_divisors_are_errors_not_weaker_guides(smol
         compiler.json_schema({"type": "string", "pattern": "^[a-z]+$", "format": "ipv4"})  # empty language
     with pytest.raises(constrain.UnsupportedSchemaError, match="multipleOf"):
         compiler.json_schema({"type": "integer", "multipleOf": 10**400})  # was: every integer
+
+
+def test_an_end_anchor_first_leaves_only_what_matches_nothing() -> None:
+    """``^$[a-z]*$`` (seen in real schemas) matches only the empty string, ``^$a`` nothing at all."""
+    for pattern, empty in ((r"^$[a-z0-9]*$", True), (r"^$a", False)):
+        tree = schema_walk({"type": "string", "pattern": pattern}, SchemaOptions()).tree
+        dfa = LazyDFA(ByteNFA(tree, Limits()))
+        assert dfa.matches(b'""') is empty and not dfa.matches(b'"a"')

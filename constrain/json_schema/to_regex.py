@@ -833,7 +833,7 @@ class _Walker:
             except PatternError as exc:
                 raise UnsupportedSchemaError("pattern", pointer, str(exc)) from None
             options.append(seq(EMPTY if starts else anything, _json_escaped(tree), EMPTY if ends else anything))
-        return alt(*options)
+        return alt(*options) if options else NOTHING
 
     def type_array(self, schema: dict[str, Any], pointer: str) -> Node:
         prefix = [self.node(s, f"{pointer}/prefixItems/{i}") for i, s in enumerate(schema.pop("prefixItems", []))]
@@ -1159,8 +1159,21 @@ def _anchored_alternatives(pattern: str) -> list[tuple[bool, str, bool]]:
         if inner is not None and ("^" in inner or "$" in inner):
             stack.append((starts, inner, ends))
             continue
+        if body.startswith("$"):  # the end of the string, then only what matches nothing: ``^$[a-z]*$``
+            rest = body.lstrip("$")
+            if rest and not _matches_empty(rest):
+                continue  # this alternative can never match
+            body, ends = "", True
         out.append((starts, body, ends))
     return out
+
+
+def _matches_empty(pattern: str) -> bool:
+    """Whether a pattern (no anchors) matches the empty string, by our own automaton."""
+    try:
+        return LazyDFA(ByteNFA(parse_regex(pattern), Limits())).matches(b"")
+    except PatternError:
+        return False  # it cannot be parsed here either: the caller's parse will say why
 
 
 def _structure(pattern: str) -> Iterator[tuple[int, str, int]]:
