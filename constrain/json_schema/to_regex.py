@@ -526,7 +526,7 @@ class _Walker:
                     return False, []
                 apart += inner
             try:
-                merged = _merge(merged, branch, where)
+                merged = _merge(merged, branch)
             except _Clash:
                 apart.append((i, branch))
         return merged, apart
@@ -1037,7 +1037,7 @@ class _Clash(Exception):
     """Two ``allOf`` branches hold a keyword whose values have no closed-form conjunction."""
 
 
-def _merge(merged: dict[str, Any], branch: dict[str, Any], pointer: str) -> dict[str, Any]:
+def _merge(merged: dict[str, Any], branch: dict[str, Any]) -> dict[str, Any]:
     """Conjunction of two schemas, for the keywords where it has a closed form.
 
     Keywords that read each other (``items`` after ``prefixItems``,
