@@ -15,11 +15,12 @@ from __future__ import annotations
 import copy
 import json
 import threading
+import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import ConstrainError
-from .json_schema.to_grammar import schema_to_lark
+from .json_schema.to_grammar import schema_to_grammar
 from .json_schema.refs import References
 from .json_schema.to_regex import SchemaOptions, load_schema, recursive_refs, schema_walk
 from .regex.automaton import ByteNFA, LazyDFA, Limits
@@ -105,8 +106,9 @@ class Compiler:
         settings = SchemaOptions(**options)
         refs = References(loaded, remotes)
         if settings.max_recursion_depth is None and recursive_refs(loaded, refs):
-            grammar, walk = schema_to_lark(loaded, remotes=remotes, **options)
-            guide: Any = self.grammar(grammar, limits=limits)
+            grammar = schema_to_grammar(loaded, remotes=remotes, limits=limits or self.limits, **options)
+            walk = grammar.walk
+            guide: Any = self._grammar_of_trees(grammar.text, grammar.terminals, limits or self.limits)
         else:
             walk = schema_walk(loaded, settings, limits=limits or self.limits, remotes=remotes)
             key = ("json_schema", json.dumps([loaded, remotes], sort_keys=True), settings)
@@ -138,6 +140,20 @@ class Compiler:
                 source, self.vocabulary, start=start, always_accept=always_accept, limits=limits
             ),
         )
+
+    def _grammar_of_trees(self, text: str, terminals: Mapping[str, Node], limits: Limits) -> "CFGGuide":
+        """A grammar guide whose terminals are regex-backend trees (the skeleton of a recursive schema)."""
+        from .cfg import compile_grammar
+
+        def build() -> "CFGGuide":
+            deadline = time.monotonic() + limits.timeout_s
+            alphabet = self.vocabulary.byte_alphabet
+            automata = {
+                name: LazyDFA(ByteNFA(tree, limits, alphabet, deadline=deadline)) for name, tree in terminals.items()
+            }
+            return compile_grammar(text, self.vocabulary, limits=limits, automata=automata)
+
+        return self._cached_guide(("grammar-of-trees", text, tuple(terminals.items()), limits), build)
 
     def sql(self, tables: Mapping[str, Sequence[str]], *, limits: Limits | None = None) -> "CFGGuide":
         """A SQL guide whose table and column names come from ``tables`` (table name → column names)."""

@@ -13,7 +13,7 @@ explains the design and its limits.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from ..regex.automaton import Limits
 from ..vocabulary import Vocabulary
@@ -39,6 +39,7 @@ def compile_grammar(
     start: str = "start",
     always_accept: tuple[str, ...] | None = None,
     limits: Limits | None = None,
+    automata: Mapping[str, Any] | None = None,
 ) -> CFGGuide:
     """A guide for the language of a lark grammar (text, or a bundled name: ``"json"``, ``"sql"``).
 
@@ -56,13 +57,17 @@ def compile_grammar(
     state (lark's ``postlex.always_accept``; see :class:`~constrain.cfg.grammar.WordBoundary`).
     The bundled SQL grammar uses ``("NAME",)`` so keywords end at word boundaries;
     ``guide.grammar.lark`` is the exact lark parser a guide reproduces.
+
+    ``automata`` replaces the patterns of the named terminals with deterministic
+    automata (``start``, ``row(state)``, ``is_final(state)``), matched greedily; the JSON
+    Schema front end passes each non-recursive subschema this way.
     """
     vocab = vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary.from_tokenizer(vocabulary)
     text, label = load_grammar_source(source)
     if always_accept is None:
         always_accept = BUNDLED_OPTIONS.get(label, {}).get("always_accept", ())
     grammar = CompiledGrammar(
-        text, vocab, start=start, label=label, always_accept=always_accept, limits=limits
+        text, vocab, start=start, label=label, always_accept=always_accept, limits=limits, automata=automata
     )
     return CFGGuide(grammar, vocab)
 

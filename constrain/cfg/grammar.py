@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import lark
 from lark.exceptions import GrammarError as LarkGrammarError
@@ -210,6 +210,10 @@ class CompiledGrammar:
 
     ``limits`` (default :class:`~constrain.Limits`) bound the build and the guide's
     later growth; see the module docstring.
+
+    ``automata`` maps terminal names to ready-made deterministic automata that replace
+    their lark patterns (see :meth:`PriorityNFA.add_automaton`): lark then only needs a
+    placeholder for each, and builds its tables over the grammar's skeleton alone.
     """
 
     def __init__(
@@ -221,6 +225,7 @@ class CompiledGrammar:
         label: str = "grammar",
         always_accept: tuple[str, ...] = (),
         limits: Limits | None = None,
+        automata: Mapping[str, Any] | None = None,
     ) -> None:
         self.text = text
         self.label = label
@@ -254,6 +259,10 @@ class CompiledGrammar:
         self.entries: list[int] = []
         for i, name in enumerate(self.names):
             deadline.check("while building the terminals' automaton")
+            if automata and name in automata:
+                entry, _ = self.nfa.add_automaton(i, automata[name], name=name)
+                self.entries.append(entry)
+                continue
             pattern = self.terminal_defs[name].pattern.to_regexp()
             try:
                 entry, _ = self.nfa.add_terminal(i, pattern, flags, name=name)

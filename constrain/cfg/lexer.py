@@ -178,6 +178,8 @@ class LexerDFA:
             seen.add(p)
             if not nfa.live[p]:
                 continue
+            if p in nfa.pending:
+                nfa.materialize(p)
             tag = nfa.accept[p]
             if tag >= 0:
                 return tuple(out), tag
@@ -198,6 +200,8 @@ class LexerDFA:
             if p in seen:
                 continue
             seen.add(p)
+            if p in nfa.pending:
+                nfa.materialize(p)
             if nfa.edges[p] or nfa.accept[p] >= 0:
                 out.add(p)
             stack.extend(nfa.eps[p])

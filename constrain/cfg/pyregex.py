@@ -66,6 +66,12 @@ class PriorityNFA:
     Bounded repeats are unrolled, one copy of the body per count, so the state
     count is what ``limits.max_nfa_states`` bounds (for all terminals together);
     a repeat whose copies would pass it is refused before they are built.
+
+    A terminal may also be a ready-made deterministic automaton (:meth:`add_automaton`:
+    the JSON Schema front end hands over each non-recursive subschema compiled by the
+    regex backend). Its states become consumer states here *on first visit*: ``pending``
+    holds those whose edges are not filled in yet, and :meth:`materialize` fills them,
+    so a large subschema costs only the states a text actually reaches.
     """
 
     def __init__(self, alphabet: bytes = b"\x01" * 256, limits: Limits | None = None) -> None:
@@ -78,6 +84,11 @@ class PriorityNFA:
         self._owner = -1
         self._name = ""
         self.live: bytearray = bytearray()
+        #: Automaton-backed states whose edges are not filled in yet (see :meth:`materialize`).
+        self.pending: set[int] = set()
+        #: automaton-backed state → (automaton, its state, the terminal's accept state).
+        self._foreign: dict[int, tuple[Any, int, int]] = {}
+        self._foreign_ids: dict[tuple[int, int], int] = {}
 
     def add_terminal(self, index: int, pattern: str, flags: int = 0, *, name: str = "") -> tuple[int, int]:
         """Build ``pattern`` as terminal ``index`` (``name`` is for messages); returns (entry, accept) states.
@@ -95,6 +106,56 @@ class PriorityNFA:
         self.eps[exit_].append(accept)
         return entry, accept
 
+    def add_automaton(self, index: int, automaton: Any, *, name: str = "") -> tuple[int, int]:
+        """Terminal ``index`` as a deterministic ``automaton``; returns (entry, accept) states.
+
+        ``automaton`` has ``start`` (-1: the empty language), ``row(state)`` (256 successors,
+        -1 for none) and ``is_final(state)``, and hands out live states only (a regex
+        backend ``LazyDFA``). Each of its states becomes one consumer state whose epsilon
+        edge to the accept state comes *after* its byte edges: the lexeme is as long as
+        the automaton allows, as a greedy Python repeat would make it.
+        """
+        self._owner = index
+        self._name = name or f"#{index}"
+        accept = self._state()
+        self.accept[accept] = index
+        if automaton.start < 0:
+            return self._state(), accept  # no edges, no epsilon: never live
+        return self._foreign_state(automaton, automaton.start, accept), accept
+
+    def materialize(self, q: int) -> None:
+        """Fill in the byte edges of an automaton-backed state (one row of its automaton)."""
+        automaton, state, accept = self._foreign[q]
+        row = automaton.row(state).tolist()
+        owner, self._owner = self._owner, self.owner[q]
+        try:
+            edges: list[tuple[int, int, int]] = []
+            low = 0
+            for byte in range(1, 257):
+                if byte == 256 or row[byte] != row[low]:
+                    target = int(row[low])
+                    if target >= 0:
+                        edges.append((low, byte - 1, self._foreign_state(automaton, target, accept)))
+                    low = byte
+            self.edges[q] = edges
+        finally:
+            self._owner = owner
+        self.pending.discard(q)
+
+    def _foreign_state(self, automaton: Any, state: int, accept: int) -> int:
+        key = (id(automaton), state)
+        q = self._foreign_ids.get(key)
+        if q is None:
+            q = self._state()
+            self._foreign_ids[key] = q
+            self._foreign[q] = (automaton, state, accept)
+            self.pending.add(q)
+            if automaton.is_final(state):
+                self.eps[q].append(accept)
+            if self.live:  # finish() ran: states made since are live (the automaton's are)
+                self.live.extend(b"\x01" * (len(self.eps) - len(self.live)))
+        return q
+
     def finish(self) -> None:
         """Compute which states can still reach an accept state (after all terminals are added)."""
         reverse: list[list[int]] = [[] for _ in self.eps]
@@ -106,6 +167,8 @@ class PriorityNFA:
         live = bytearray(len(self.eps))
         stack = [q for q in range(len(self.eps)) if self.accept[q] >= 0]
         for q in stack:
+            live[q] = 1
+        for q in self._foreign:  # automata hand out live states only
             live[q] = 1
         while stack:
             for p in reverse[stack.pop()]:

@@ -4,14 +4,18 @@ The same keyword walker as the regex path runs in *rules mode*: every ``$ref`` o
 cycle becomes a rule reference instead of an error or an unrolling, so both backends
 enforce the same keywords with the same no-silent-drop policy. This module turns the
 resulting trees into Lark: each maximal part of a tree without a rule reference
-becomes **one terminal** (its regex rendered from the tree, whitespace included, so no
-``%ignore`` is needed), and only the structure around the references becomes rules.
+becomes **one terminal**, and only the structure around the references becomes rules.
 Object members keep the linear two-chain shape of the regex automaton (``first_i``:
 nothing emitted yet; ``later_i``: a separator comes first).
 
-Lark's own parser is then the exact oracle of the guide. A text it accepts is in the
-schema's language; the other direction depends on Lark's lexer not splitting a text
-differently than the tree would — over-constrained at worst, never under-constrained.
+A terminal's language is its *tree*, compiled by the regex backend (whitespace included,
+so no ``%ignore`` is needed); lark only sees a placeholder string for it. So lark's LALR
+construction works on the recursive skeleton alone — a Kubernetes or SchemaStore schema
+has a few dozen terminals, each of which may stand for thousands of regex states that
+lark never has to read (rendered as regex text they took megabytes, and lark minutes).
+Every lexeme is in its terminal's language and every terminal sequence is one the
+skeleton derives, so whatever the guide accepts is valid; where two terminals of one
+lexer context share a prefix, the first in lark's order wins (over-constrained at worst).
 """
 
 from __future__ import annotations
@@ -19,33 +23,46 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..regex.tree import EMPTY, Alt, CharSet, Concat, Literals, Members, Node, Repeat, RuleRef, render
-from .to_regex import SchemaError, SchemaOptions, UnsupportedSchemaError, WalkResult, load_schema, schema_walk
+from ..regex.tree import EMPTY, Alt, CharSet, Concat, Literals, Members, Node, Repeat, RuleRef
+from .to_regex import SchemaError, SchemaOptions, WalkResult, load_schema, schema_walk
 
-__all__ = ["schema_to_lark", "tree_to_lark"]
-
-
-def schema_to_lark(schema: Any, *, remotes: Any = None, **options: Any) -> tuple[str, WalkResult]:
-    """Lark grammar text (start rule ``start``) for ``schema``, and the walk (``dropped``, ``ignored``)."""
-    walk = schema_walk(load_schema(schema), SchemaOptions(**options), rules=True, remotes=remotes)
-    return tree_to_lark(walk.tree, walk.rules), walk
+__all__ = ["SchemaGrammar", "schema_to_grammar", "tree_to_grammar"]
 
 
-def tree_to_lark(start: Node, rules: dict[str, Node]) -> str:
-    """Lark grammar text for a start tree and named rule trees (which may refer to each other)."""
+@dataclass(frozen=True)
+class SchemaGrammar:
+    """A recursive schema as lark text over placeholder terminals, and each terminal's tree."""
+
+    text: str
+    terminals: dict[str, Node]
+    walk: WalkResult
+
+
+def schema_to_grammar(schema: Any, *, remotes: Any = None, limits: Any = None, **options: Any) -> SchemaGrammar:
+    """The grammar (start rule ``start``) of ``schema``, with the walk (``dropped``, ``ignored``)."""
+    walk = schema_walk(load_schema(schema), SchemaOptions(**options), rules=True, remotes=remotes, limits=limits)
+    text, terminals = tree_to_grammar(walk.tree, walk.rules)
+    return SchemaGrammar(text, terminals, walk)
+
+
+def tree_to_grammar(start: Node, rules: dict[str, Node]) -> tuple[str, dict[str, Node]]:
+    """Lark text for a start tree and named rule trees (which may refer to each other), and the
+    tree of each terminal the text names."""
     writer = _Writer(rules)
     lines = [f"start: {writer.expansion(start)}"]
     for name, body in rules.items():
         lines.append(f"{name}: {writer.expansion(body)}")
     lines += writer.extra_rules
-    lines += [f"{name}: /{_lark_regex(regex)}/" for regex, name in writer.terminals.items()]
-    return "\n".join(lines) + "\n"
+    # A placeholder per terminal: lark needs a pattern, and distinct strings keep lark from
+    # merging terminals or renaming one into another.
+    lines += [f'{name}: "<{name}>"' for name in writer.terminals.values()]
+    return "\n".join(lines) + "\n", {name: tree for tree, name in writer.terminals.items()}
 
 
 @dataclass
 class _Writer:
     rules: dict[str, Node]
-    terminals: dict[str, str] = field(default_factory=dict)
+    terminals: dict[Node, str] = field(default_factory=dict)
     extra_rules: list[str] = field(default_factory=list)
     _members: int = 0
 
@@ -126,17 +143,9 @@ class _Writer:
         raise SchemaError("this schema needs an empty-matching piece the grammar backend cannot express")
 
     def terminal(self, node: Node) -> str:
-        try:
-            regex = render(node)
-        except TypeError:  # an intersection or difference: no regex text for lark's lexer
-            raise UnsupportedSchemaError(
-                "patternProperties", "#",
-                "a recursive schema (grammar backend) cannot hold an intersection or difference of patterns "
-                "(patternProperties, propertyNames, pattern with format or length limits, not, oneOf) yet",
-            ) from None
-        if regex not in self.terminals:
-            self.terminals[regex] = f"T{len(self.terminals)}"
-        return self.terminals[regex]
+        if node not in self.terminals:
+            self.terminals[node] = f"T{len(self.terminals)}"
+        return self.terminals[node]
 
 
 def _repeat(inner: str, low: int, high: int | None) -> str:
@@ -178,15 +187,3 @@ def _nullable(node: Node) -> bool:
     if isinstance(node, Members):
         return not any(required for _, required in node.items)
     return False
-
-
-def _lark_regex(regex: str) -> str:
-    """A Python regex as the body of a Lark ``/.../`` literal: only '/' needs escaping."""
-    out, escaped = [], False
-    for char in regex:
-        if char == "/" and not escaped:
-            out.append("\\/")
-        else:
-            out.append(char)
-        escaped = char == "\\" and not escaped
-    return "".join(out)
