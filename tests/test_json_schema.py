@@ -185,10 +185,10 @@ def test_unsupported_keyword_names_keyword_and_pointer() -> None:
 
 def test_lenient_mode_drops_and_reports(smollm2: object) -> None:
     compiler = constrain.Compiler(smollm2)
-    schema = {"type": "number", "multipleOf": 0.5}
-    with pytest.warns(UserWarning, match="multipleOf"):
+    schema = {"type": "array", "uniqueItems": True}
+    with pytest.warns(UserWarning, match="uniqueItems"):
         guide = compiler.json_schema(schema, lenient=True)
-    assert guide.dropped == (("multipleOf", "#/multipleOf"),)
+    assert guide.dropped == (("uniqueItems", "#/uniqueItems"),)
 
 
 def test_recursive_schema_needs_a_depth_or_the_grammar_backend(smollm2: object) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from decimal import Decimal
 
 import jsonschema
 import pytest
@@ -21,7 +22,8 @@ from constrain.regex.automaton import ByteNFA, LazyDFA, Limits
 from constrain.testing import accepts, random_walk, token_text, tokenize_continuation
 
 BANK = [
-    None, True, False, 0, 1, -1, 2, 1.5, 3, 8, 16, 24, 100, "", "a", "b", "ab", "ba", "99", "x99y", "abc", "01", "07",
+    None, True, False, 0, 1, -1, 2, 1.5, 3, 8, 16, 24, 100, 0.5, -0.5, 1.1, 1.2, 2.25, -1.1, -2.5, 4.5, 0.3, 7.5,
+    0.0001, 12.34, "", "a", "b", "ab", "ba", "99", "x99y", "abc", "01", "07",
     [], [1], [1, 2], ["a"], [1, "a"], {}, {"a": 1}, {"a": "x"}, {"b": 1}, {"a": 1, "b": 2}, {"b": 2, "a": 1},
     {"x-a": 1}, {"x-b": "s"}, {"q1": "ab"}, {"q1": "abc"}, {"error": 1}, {"x": 1, "error": 2}, {"1": [1, 2]},
     {"a": 1, "c": 3}, {"a": 1, "b": 2, "c": 3},
@@ -61,7 +63,22 @@ CASES = {
                               ["ab", "abc", "ba"]),  # fmt: skip
     "anchors-per-alternative": ({"type": "string", "pattern": "^01$|^07$"}, ["01", "07"]),
     "multipleOf": ({"type": "integer", "multipleOf": 8, "minimum": 1}, [8, 16, 24]),
+    "decimal-bounds": ({"type": "number", "exclusiveMinimum": -1.1, "maximum": 1.2}, [0, 1, -1, 0.5, 1.1, 1.2, -0.5]),
+    "decimal-multipleOf": ({"type": "number", "multipleOf": 1.5, "maximum": 7.5}, [0, 1.5, 3, 4.5, 7.5, -1.5]),
+    "integer-multipleOf-decimal": ({"type": "integer", "multipleOf": 1.5}, [0, 3, 24, -3]),
+    "small-step": ({"type": "number", "multipleOf": 0.0001}, [0.0001, 12.34, 1, 0.5]),
 }
+
+
+def _exact_multiple_of(validator: object, step: float, instance: object, schema: object) -> object:
+    """``multipleOf`` on the decimals the JSON text wrote: the jsonschema library divides binary
+    floats, so it calls 1.2 no multiple of 0.0001 (1.2 / 0.0001 = 11999.999999999998)."""
+    if isinstance(instance, (int, float)) and not isinstance(instance, bool):
+        if Decimal(repr(instance)) % Decimal(repr(step)) != 0:
+            yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {step!r}")
+
+
+_Exact = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"multipleOf": _exact_multiple_of})
 
 
 def _texts(value: object) -> set[str]:
@@ -71,7 +88,7 @@ def _texts(value: object) -> set[str]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_byte_automaton_is_sound_and_accepts_the_expected(name: str) -> None:
     schema, expected = CASES[name]
-    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    validator = _Exact(schema, format_checker=jsonschema.FormatChecker())
     for spec in (False, True):
         dfa = LazyDFA(ByteNFA(schema_walk(schema, SchemaOptions(strict_properties=not spec)).tree, Limits()))
         for value in BANK:
@@ -88,7 +105,7 @@ def test_byte_automaton_is_sound_and_accepts_the_expected(name: str) -> None:
                                   "if-then-else", "pattern-format-length"])  # fmt: skip
 def test_token_guides_walk_only_to_valid_json(compiler: constrain.Compiler, tokenizer: object, name: str) -> None:
     schema, expected = CASES[name]
-    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    validator = _Exact(schema, format_checker=jsonschema.FormatChecker())
     guide = compiler.json_schema(schema, strict_properties=False)
     for value in expected:
         assert accepts(guide, tokenize_continuation(tokenizer, json.dumps(value))), value

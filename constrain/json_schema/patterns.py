@@ -7,8 +7,11 @@ as outlines does with its ``STRING``/``INTEGER``/``WHITESPACE`` constants.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
-__all__ = ["STRING_CHAR", "STRING", "INTEGER", "NUMBER", "BOOLEAN", "NULL", "FORMATS", "integer_range"]
+__all__ = [
+    "STRING_CHAR", "STRING", "INTEGER", "NUMBER", "BOOLEAN", "NULL", "FORMATS", "integer_range", "decimal_bound",
+]
 
 # One *character* of a JSON string: a raw character (no quote, backslash or control),
 # an escape, or a \u escape. Escaped surrogates are allowed only as a complete pair,
@@ -122,6 +125,62 @@ def _natural_range(low: int, high: int | None) -> list[str]:
         split = 10 ** len(str(low))
         return _natural_range(low, split - 1) + _natural_range(split, high)
     return _same_length(str(low), str(high))
+
+
+_FRACTION = r"(?:\.[0-9]+)?"
+
+
+def decimal_bound(value: Decimal, *, above: bool, strict: bool) -> str:
+    """A regex for the JSON numbers written without exponent that are ≥ ``value`` (``above``)
+    or ≤ it (> and < with ``strict``), compared by their exact decimal value.
+
+    A bound splits the numbers by sign, then by integer part (an exact integer range),
+    and only numbers with the bound's own integer part compare their fraction digits,
+    lexicographically, as decimals do ("5" > "49", "5" = "50"). ``-0`` is zero.
+    """
+    magnitude = abs(value)
+    whole = int(magnitude)
+    digits = format(magnitude - whole, "f")[2:].rstrip("0") if magnitude != whole else ""
+    any_magnitude = INTEGER.lstrip("-?") + _FRACTION
+    if (value >= 0) == above:  # ≥ a non-negative bound, or ≤ a negative one: the far side, by magnitude
+        side = _magnitude_at_least(whole, digits, strict)
+        if value >= 0:  # x ≥ value ≥ 0: non-negative spellings, and -0 when zero itself counts
+            zero = r"-0(?:\.0+)?" if value == 0 and not strict else None
+            return side if zero is None else f"(?:{side}|{zero})"
+        return f"-(?:{side})"
+    # ≥ a negative bound: every non-negative number, and negatives up to its magnitude;
+    # ≤ a non-negative bound: every negative number, and non-negatives up to it.
+    side = _magnitude_at_most(whole, digits, strict)
+    if value < 0:
+        return f"(?:{any_magnitude}|-(?:{side}))" if side else any_magnitude
+    negatives = f"-{_magnitude_at_least(0, '', True)}" if value == 0 and strict else f"-{any_magnitude}"  # -0 < 0?
+    return f"(?:{negatives}|{side})" if side else negatives
+
+
+def _magnitude_at_least(whole: int, digits: str, strict: bool) -> str:
+    """Unsigned spellings ``I(.F)?`` whose value is ≥ ``whole.digits`` (> with ``strict``)."""
+    options = [_group(_natural_range(whole + 1, None)) + _FRACTION]
+    # Same integer part: the fraction decides; F > D where they first differ, or F extends D.
+    above = [re.escape(digits[:i]) + f"[{int(d) + 1}-9][0-9]*" for i, d in enumerate(digits) if d != "9"]
+    above.append(re.escape(digits) + "[0-9]*[1-9][0-9]*")
+    if not strict:
+        above.append(re.escape(digits) + "0*" if digits else "0+")
+    head = str(whole) + r"\.(?:" + "|".join(above) + ")"
+    options.append(head if digits or strict else f"{whole}(?:\\.[0-9]+)?")
+    return "(?:" + "|".join(options) + ")"
+
+
+def _magnitude_at_most(whole: int, digits: str, strict: bool) -> str:
+    """Unsigned spellings ``I(.F)?`` whose value is ≤ ``whole.digits`` (< with ``strict``); ''
+    when there are none."""
+    options = [_group(_natural_range(0, whole - 1)) + _FRACTION] if whole > 0 else []
+    below = [re.escape(digits[:i]) + f"[0-{int(d) - 1}][0-9]*" for i, d in enumerate(digits) if d != "0"]
+    below += [re.escape(digits[:i]) for i in range(1, len(digits))]  # F a proper prefix of D
+    if not strict:
+        below.append(re.escape(digits) + "0*" if digits else "0+")
+    if digits or not strict:  # the integer part alone is below whole.digits, or equal to it
+        options.append(f"{whole}" + (r"(?:\.(?:" + "|".join(below) + "))?" if below else ""))
+    return "(?:" + "|".join(options) + ")" if options else ""
 
 
 def _same_length(low: str, high: str) -> list[str]:

@@ -19,12 +19,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-from fractions import Fraction
 import math
 import re
 import time
 import warnings
 import zlib
+from decimal import Decimal
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterator
@@ -38,7 +38,7 @@ from ..regex.tree import (
     render, seq,
 )  # fmt: skip
 from .refs import References, UnresolvedReference
-from .patterns import BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR, integer_range
+from .patterns import BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR, decimal_bound, integer_range
 
 __all__ = [
     "SchemaError", "UnsupportedSchemaError", "RecursiveSchemaError",
@@ -121,6 +121,11 @@ class SchemaOptions:
     ``"definition"`` otherwise. ``"any"`` costs states: inside every member value the
     automaton remembers which members were seen, so first visits multiply. Recursive
     schemas (the grammar backend) keep definition order.
+    ``formats``: ``"assert"`` checks ``format`` (the formats this library implements; a
+    format the specification defines but this library does not is refused), as
+    validators with the format-assertion vocabulary do and as generation wants: a
+    ``date`` should look like one. ``"annotate"`` follows draft 2020-12's default
+    (format-annotation vocabulary): every ``format`` is an annotation, ignored and listed.
     """
 
     whitespace: str = "default"
@@ -129,10 +134,13 @@ class SchemaOptions:
     strict_properties: bool = True
     any_value_depth: int = 2
     property_order: str | None = None
+    formats: str = "assert"
 
     def __post_init__(self) -> None:
         if self.property_order not in (None, "definition", "any"):
             raise SchemaError(f"property_order must be 'definition' or 'any', not {self.property_order!r}")
+        if self.formats not in ("assert", "annotate"):
+            raise SchemaError(f"formats must be 'assert' or 'annotate', not {self.formats!r}")
 
 
 @dataclass
@@ -712,13 +720,19 @@ class _Walker:
         if step is not None and (isinstance(step, bool) or not isinstance(step, (int, float)) or not step > 0):
             raise SchemaError(f"multipleOf at {pointer} must be a number greater than 0, not {step!r}")
         values = _fragment(INTEGER) if low is None and high is None else _fragment(integer_range(low, high))
-        if step is None or (1 / Fraction(step)).denominator == 1:
-            return values  # every integer is a multiple of 1/n (1, 0.5, 0.25, ...), computed exactly
-        if Fraction(step).denominator != 1 or step > _MAX_DIVISOR:
-            self.unsupported("multipleOf", f"{pointer}/multipleOf",
-                             f"divisibility is implemented for integer steps up to {_MAX_DIVISOR}")  # fmt: skip
+        if step is None:
             return values
-        return Intersect((values, Multiple(int(step)))) if low is not None or high is not None else Multiple(int(step))
+        digits, scale = _decimal_step(step)
+        # An integer x is a multiple of digits / 10**scale when x * 10**scale is one of digits,
+        # i.e. when x is one of digits / gcd(digits, 10**scale) (1.5 → 3; 0.5, 1e-8 → 1).
+        divisor = digits // math.gcd(digits, 10**scale)
+        if divisor == 1:
+            return values
+        if divisor > _MAX_DIVISOR:
+            self.unsupported("multipleOf", f"{pointer}/multipleOf",
+                             f"divisibility is implemented for steps up to {_MAX_DIVISOR}")  # fmt: skip
+            return values
+        return Intersect((values, Multiple(divisor))) if low is not None or high is not None else Multiple(divisor)
 
     def integer_bounds(self, schema: dict[str, Any], pointer: str) -> tuple[int | None, int | None]:
         low: int | None = None
@@ -746,22 +760,38 @@ class _Walker:
     def type_number(self, schema: dict[str, Any], pointer: str) -> Node:
         bounded = [k for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in schema]
         step = schema.pop("multipleOf", None)
+        multiple = None
         if step is not None:
-            if isinstance(step, (int, float)) and float(step).is_integer() and step >= 1:
-                # a multiple of an integer step is an integer: reuse the exact integer path
+            digits, scale = _decimal_step(step, pointer)
+            if scale == 0:  # a multiple of an integer step is an integer: reuse the exact integer path
                 schema["multipleOf"] = step
                 return self.type_integer(schema, pointer)
-            self.unsupported("multipleOf", f"{pointer}/multipleOf", "multipleOf on non-integers is not implemented")
+            if digits * (scale + 1) > _MAX_DIVISOR:
+                self.unsupported("multipleOf", f"{pointer}/multipleOf",
+                                 f"divisibility is implemented for steps whose digits times scale stay under "
+                                 f"{_MAX_DIVISOR}")  # fmt: skip
+            else:
+                multiple = Multiple(digits, scale)
+        if multiple is not None:
+            bounds = self.type_number(schema, pointer) if bounded else None
+            return multiple if bounds is None else Intersect((bounds, multiple))
         if not bounded:
             return _fragment(NUMBER)
         if all(_integral(schema[k]) for k in bounded):
             for key in bounded:
                 schema[key] = int(schema[key])
             return self.bounded_number(schema, pointer)
+        # Non-integer bounds: each bound is a language over the decimal digits (no exponent,
+        # as for integer bounds), and several bounds intersect.
+        parts = []
         for key in bounded:
-            self.unsupported(key, f"{pointer}/{key}", "non-integer bounds on numbers are not implemented")
-            schema.pop(key)
-        return _fragment(NUMBER)
+            value = schema.pop(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SchemaError(f"{key} at {pointer}/{key} must be a finite number")
+            exact = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+            above, strict = key.endswith("inimum"), key.startswith("exclusive")
+            parts.append(_fragment(decimal_bound(exact, above=above, strict=strict)))
+        return parts[0] if len(parts) == 1 else Intersect(tuple(parts))
 
     def bounded_number(self, schema: dict[str, Any], pointer: str) -> Node:
         """Numbers between integer bounds: exact integers, plus decimals by their integer part.
@@ -798,6 +828,9 @@ class _Walker:
         pattern, fmt = schema.pop("pattern", None), schema.pop("format", None)
         if fmt is not None and self.over:
             fmt = None  # a format regex may be narrower than the format: a superset leaves it out
+        if fmt is not None and self.options.formats == "annotate":
+            self.ignore("format", pointer)
+            fmt = None
         if fmt is not None and fmt not in FORMATS:
             if fmt in _SPEC_FORMATS:  # the spec defines it and validators check it: never pass it silently
                 self.unsupported("format", f"{pointer}/format", f"the format {fmt!r} is not implemented")
@@ -1251,6 +1284,19 @@ def _item_at(schema: dict[str, Any], i: int) -> Any:
 
 def _property(schema: dict[str, Any], name: str) -> Any:
     return schema.get("properties", {}).get(name, schema.get("additionalProperties", True))
+
+
+def _decimal_step(step: Any, pointer: str = "") -> tuple[int, int]:
+    """``multipleOf`` as ``(digits, scale)`` with step = digits / 10**scale, read as the decimal
+    the schema wrote (0.1 is one tenth, not the binary float nearest to it)."""
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or not step > 0 or step == math.inf:
+        raise SchemaError(f"multipleOf at {pointer or '#'} must be a number greater than 0, not {step!r}")
+    exact = (Decimal(repr(step)) if isinstance(step, float) else Decimal(step)).normalize()
+    sign, digit_tuple, exponent = exact.as_tuple()
+    digits = int("".join(map(str, digit_tuple)))
+    if exponent >= 0:
+        return digits * 10**exponent, 0
+    return digits, -exponent
 
 
 def _integral(value: Any) -> bool:

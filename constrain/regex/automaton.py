@@ -241,7 +241,7 @@ class ByteNFA:
         if isinstance(node, MemberSet):
             return self._member_set(node)
         if isinstance(node, Multiple):
-            return self._multiple(node.step)
+            return self._multiple(node.step, node.scale)
         if isinstance(node, (Intersect, Difference)):
             parts = node.parts if isinstance(node, Intersect) else (node.base, *node.minus)
             automata: list[Automaton] = [
@@ -384,21 +384,40 @@ class ByteNFA:
             self._enter_item(node.extra, node.separator, first[n], later[n], later[n])
         return first[0], exit_
 
-    def _multiple(self, step: int) -> tuple[int, int]:
-        """Integers divisible by ``step``: one state per remainder of the digits read so far."""
-        if len(self.edges) + step + 4 > self.limits.max_nfa_states:
+    def _multiple(self, step: int, scale: int) -> tuple[int, int]:
+        """Numbers whose value times ``10**scale`` is divisible by ``step``: one state per remainder
+        of the digits read so far, per fraction digit read (up to ``scale``; later ones are zeros)."""
+        if len(self.edges) + step * (scale + 1) + 4 > self.limits.max_nfa_states:
             self._state_limit()
-        entry, signed, exit_ = self._state(), self._state(), self._state()
-        remainders = [self._state() for _ in range(step)]
+        entry, signed, zero, exit_ = self._state(), self._state(), self._state(), self._state()
+        whole = [self._state() for _ in range(step)]
+        fraction = [[self._state() for _ in range(step)] for _ in range(scale)]
         self._add_edge(entry, 0x2D, 0x2D, signed)  # "-"
         self.epsilon[entry].append(signed)
-        self._add_edge(signed, 0x30, 0x30, exit_)  # "0" (and "-0")
+        self._add_edge(signed, 0x30, 0x30, zero)  # "0" (and "-0"): remainder 0
+        self.epsilon[zero].append(exit_)
         for digit in range(1, 10):
-            self._add_edge(signed, 0x30 + digit, 0x30 + digit, remainders[digit % step])
-        for r, state in enumerate(remainders):
+            self._add_edge(signed, 0x30 + digit, 0x30 + digit, whole[digit % step])
+        for r, state in enumerate(whole):
             for digit in range(10):
-                self._add_edge(state, 0x30 + digit, 0x30 + digit, remainders[(10 * r + digit) % step])
-        self.epsilon[remainders[0]].append(exit_)
+                self._add_edge(state, 0x30 + digit, 0x30 + digit, whole[(10 * r + digit) % step])
+            if r * 10**scale % step == 0:
+                self.epsilon[state].append(exit_)
+        if scale:
+            for source, r in [(zero, 0)] + [(state, r) for r, state in enumerate(whole)]:
+                dot = self._state()
+                self._add_edge(source, 0x2E, 0x2E, dot)  # "."
+                for digit in range(10):
+                    self._add_edge(dot, 0x30 + digit, 0x30 + digit, fraction[0][(10 * r + digit) % step])
+        for j, row in enumerate(fraction, start=1):  # j fraction digits read
+            for r, state in enumerate(row):
+                if r * 10 ** (scale - j) % step == 0:
+                    self.epsilon[state].append(exit_)
+                if j < scale:
+                    for digit in range(10):
+                        self._add_edge(state, 0x30 + digit, 0x30 + digit, fraction[j][(10 * r + digit) % step])
+                else:
+                    self._add_edge(state, 0x30, 0x30, state)  # digits past the scale: zeros only
         return entry, exit_
 
     def _member_set(self, node: MemberSet) -> tuple[int, int]:

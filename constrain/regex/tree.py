@@ -122,13 +122,16 @@ class MemberSet(_Composite):
 
 @dataclass(frozen=True)
 class Multiple:
-    """A JSON integer (``-?(0|[1-9][0-9]*)``) whose value is a multiple of ``step`` (> 0).
+    """A JSON number whose value is a multiple of ``step / 10**scale`` (``step`` > 0).
 
-    Divisibility by ``step`` is regular: the automaton keeps the remainder of the
-    digits read so far, one state per remainder.
+    With ``scale`` 0 the number is an integer (``-?(0|[1-9][0-9]*)``); otherwise it may
+    have a fraction (no exponent) of any length whose digits past the ``scale``-th are
+    zeros. Divisibility is regular: the automaton keeps the remainder of the digits read
+    so far and, in the fraction, how many it read.
     """
 
     step: int
+    scale: int = 0
 
 
 @dataclass(frozen=True)
