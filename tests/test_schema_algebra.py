@@ -24,7 +24,7 @@ from constrain.testing import accepts, random_walk, token_text, tokenize_continu
 BANK = [
     None, True, False, 0, 1, -1, 2, 1.5, 3, 8, 16, 24, 100, 0.5, -0.5, 1.1, 1.2, 2.25, -1.1, -2.5, 4.5, 0.3, 7.5,
     0.0001, 12.34, "", "a", "b", "ab", "ba", "99", "x99y", "abc", "01", "07",
-    [], [1], [1, 2], ["a"], [1, "a"], {}, {"a": 1}, {"a": "x"}, {"b": 1}, {"a": 1, "b": 2}, {"b": 2, "a": 1},
+    [], [1], [1, 2], ["a"], [1, "a"], [1, 1, "a"], [2, 2, 2], ["a", 1, "b"], [1, "a", "b", "c"], {}, {"a": 1}, {"a": "x"}, {"b": 1}, {"a": 1, "b": 2}, {"b": 2, "a": 1},
     {"x-a": 1}, {"x-b": "s"}, {"q1": "ab"}, {"q1": "abc"}, {"error": 1}, {"x": 1, "error": 2}, {"1": [1, 2]},
     {"a": 1, "c": 3}, {"a": 1, "b": 2, "c": 3},
 ]  # fmt: skip
@@ -66,6 +66,12 @@ CASES = {
     "decimal-bounds": ({"type": "number", "exclusiveMinimum": -1.1, "maximum": 1.2}, [0, 1, -1, 0.5, 1.1, 1.2, -0.5]),
     "decimal-multipleOf": ({"type": "number", "multipleOf": 1.5, "maximum": 7.5}, [0, 1.5, 3, 4.5, 7.5, -1.5]),
     "integer-multipleOf-decimal": ({"type": "integer", "multipleOf": 1.5}, [0, 3, 24, -3]),
+    "maxContains": ({"type": "array", "contains": {"type": "integer"}, "minContains": 1, "maxContains": 2},
+                    [[1], [1, 2], [1, "a"], [1, 1, "a"], ["a", 1, "b"]]),  # fmt: skip
+    "contains-prefix-maxItems": ({"prefixItems": [{"type": "string"}], "contains": {"const": 1}, "maxItems": 3},
+                                 [["a", 1, "b"], ["a", 1]]),  # fmt: skip
+    "minContains-zero": ({"contains": {"type": "string"}, "minContains": 0, "maxContains": 1},
+                         [[], [1], [1, "a"], [2, 2, 2]]),  # fmt: skip
     "small-step": ({"type": "number", "multipleOf": 0.0001}, [0.0001, 12.34, 1, 0.5]),
 }
 

@@ -876,17 +876,21 @@ class _Walker:
         high = _count(schema.pop("maxItems", None), "maxItems", pointer)
         if schema.get("uniqueItems") is False:
             schema.pop("uniqueItems")
-        contains = self.contains(schema, items, prefix, low, high, pointer)
-        for key in ("uniqueItems", "minContains", "maxContains"):
-            if key in schema:
-                self.unsupported(key, f"{pointer}/{key}", "not expressible by the regex backend")
-                schema.pop(key)
-        if contains is not None:
-            return contains
+        contains = self.contains(schema, items, item, prefix, low, high, pointer)
+        if "uniqueItems" in schema:
+            self.unsupported("uniqueItems", f"{pointer}/uniqueItems", "not expressible by the regex backend")
+            schema.pop("uniqueItems")
+        if contains is not None and contains[1]:
+            return contains[0]
         if item is None:
             high = len(prefix) if high is None else min(high, len(prefix))
         if high is not None and low > high:
             return NOTHING
+        array = self.plain_array(item, prefix, low, high)
+        return array if contains is None else Intersect((array, contains[0]))
+
+    def plain_array(self, item: Node | None, prefix: list[Node], low: int, high: int | None) -> Node:
+        """Arrays of ``prefix`` elements, then ``item`` ones (None: no more), ``low`` to ``high`` long."""
         sep = self.sep
         if not prefix:  # the common case: one separated repeat, the item built once
             return self.wrap("[", Repeat(item, low, high, sep), "]")  # type: ignore[arg-type]
@@ -907,29 +911,55 @@ class _Walker:
         return self.wrap("[", body if low else optional(body), "]")
 
     def contains(
-        self, schema: dict[str, Any], items: Any, prefix: list[Node], low: int, high: int | None, pointer: str
-    ) -> Node | None:
-        """``contains`` (at least ``minContains`` matching elements) as I* C (I* C)… I*.
+        self, schema: dict[str, Any], items: Any, item: Node | None, prefix: list[Node], low: int,
+        high: int | None, pointer: str,
+    ) -> tuple[Node, bool] | None:
+        """``contains`` with ``minContains``/``maxContains``: (node, whether it is the whole array).
 
-        Exact when nothing else counts elements: no prefixItems, no maxItems, no
-        maxContains, and minItems no larger than minContains.
+        Alone (no prefixItems, maxItems or maxContains, minItems at most minContains) it is
+        I* C (I* C)… I*, the whole array. Otherwise it is a *counting* array language to
+        intersect with the plain one: every element either matches ``contains`` or is an
+        element minus it, and the matches number minContains to maxContains. Both
+        languages split a text into the same elements (JSON values delimit themselves),
+        so the intersection is exact.
         """
         if "contains" not in schema:
+            schema.pop("minContains", None)
+            schema.pop("maxContains", None)  # without contains they constrain nothing
             return None
         wanted = _count(schema.pop("minContains", 1), "minContains", pointer)
-        if wanted == 0:
-            return None  # zero matches required: contains constrains nothing
-        if prefix or high is not None or low > wanted or "maxContains" in schema:
-            self.unsupported("contains", f"{pointer}/contains",
-                             "contains together with prefixItems, maxItems or maxContains is not implemented")  # fmt: skip
-            return None
-        item = self.node(items, f"{pointer}/items")
-        match = self.node(_conjoin(items, schema.pop("contains")), f"{pointer}/contains")
-        if match == NOTHING:
-            return NOTHING
-        sep, others = self.sep, Repeat(seq(self.sep, item), 0, None)
-        body = seq(Repeat(seq(item, sep), 0, None), match, *[seq(others, sep, match)] * (wanted - 1), others)
-        return self.wrap("[", body, "]")
+        most = _count(schema.pop("maxContains", None), "maxContains", pointer)
+        inner = schema.pop("contains")
+        if most is not None and wanted > most:
+            return NOTHING, True
+        if wanted == 0 and most is None:
+            return None  # zero matches required and no ceiling: contains constrains nothing
+        sep = self.sep
+        if not prefix and high is None and low <= wanted and most is None:
+            match = self.node(_conjoin(items, inner), f"{pointer}/contains")
+            if match == NOTHING:
+                return NOTHING, True
+            item = self.node(items, f"{pointer}/items")
+            others = Repeat(seq(sep, item), 0, None)
+            body = seq(Repeat(seq(item, sep), 0, None), match, *[seq(others, sep, match)] * (wanted - 1), others)
+            return self.wrap("[", body, "]"), True
+        element = alt(*prefix, *([] if item is None else [item]))
+        match = self.node(inner, f"{pointer}/contains")
+        if self.over:  # a superset: elements minus a subset of the matches, or all elements
+            try:
+                excluded = self.subset().node(inner, f"{pointer}/contains")
+            except ConstrainError:
+                excluded = NOTHING
+        else:
+            excluded = self.superset().node(inner, f"{pointer}/contains")
+        other = element if excluded == NOTHING else Difference(element, (excluded,))
+        # zero matches: only others; k ≥ 1 matches: others, then each match followed by others
+        options = [optional(seq(other, Repeat(seq(sep, other), 0, None)))] if wanted == 0 else []
+        if most is None or most >= 1:
+            group = seq(match, Repeat(seq(sep, other), 0, None))
+            more = Repeat(seq(sep, group), max(wanted, 1) - 1, None if most is None else most - 1)
+            options.append(seq(Repeat(seq(other, sep), 0, None), group, more))
+        return self.wrap("[", alt(*options), "]"), False
 
     def type_object(self, schema: dict[str, Any], pointer: str) -> Node:
         properties: dict[str, Any] = dict(schema.pop("properties", {}))
