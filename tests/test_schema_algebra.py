@@ -72,6 +72,18 @@ CASES = {
                                  [["a", 1, "b"], ["a", 1]]),  # fmt: skip
     "minContains-zero": ({"contains": {"type": "string"}, "minContains": 0, "maxContains": 1},
                          [[], [1], [1, "a"], [2, 2, 2]]),  # fmt: skip
+    "unevaluatedProperties-anyOf": ({
+        "properties": {"a": {"type": "integer"}}, "anyOf": [{"properties": {"b": True}}, {"required": ["x-a"]}],
+        "unevaluatedProperties": False,
+    }, [{}, {"a": 1}, {"a": 1, "b": 2}, {"b": 2, "a": 1}]),  # fmt: skip
+    "unevaluatedProperties-if": ({
+        "if": {"required": ["a"]}, "then": {"properties": {"c": True}}, "else": {"properties": {"b": True}},
+        "properties": {"a": True}, "unevaluatedProperties": {"type": "string"},
+    }, [{}, {"a": 1}, {"a": 1, "c": 3}, {"b": 1}, {"q1": "ab"}]),  # fmt: skip
+    "unevaluatedItems": ({"prefixItems": [{"type": "integer"}], "unevaluatedItems": {"type": "string"}},
+                         [[], [1], [1, "a"], [1, "a", "b", "c"]]),  # fmt: skip
+    "unevaluatedItems-contains": ({"contains": {"type": "integer"}, "unevaluatedItems": {"const": "a"}},
+                                  [[1], [1, 2], [1, "a"], [1, 1, "a"]]),  # fmt: skip
     "small-step": ({"type": "number", "multipleOf": 0.0001}, [0.0001, 12.34, 1, 0.5]),
 }
 

@@ -196,6 +196,8 @@ def schema_walk(
     :class:`RuleRef` to a rule of its own instead of an error or an unrolling.
     """
     refs = References(schema, remotes)
+    if options.formats == "annotate" and _asserts_formats(schema, refs):
+        options = dataclasses.replace(options, formats="assert")
     walker = _Walker(schema, options, recursive_refs(schema, refs) if rules else frozenset(), limits or Limits(),
                      refs=refs)  # fmt: skip
     try:
@@ -209,6 +211,24 @@ def schema_walk(
         listed = ", ".join(f"{k} at {p}" for k, p in walker.dropped)
         warnings.warn(f"lenient mode dropped keywords the regex cannot enforce: {listed}", stacklevel=3)
     return WalkResult(tree, walker.dropped, walker.rules, walker.ignored)
+
+
+_FORMAT_ASSERTION = "https://json-schema.org/draft/2020-12/vocab/format-assertion"
+
+
+def _asserts_formats(schema: Any, refs: References) -> bool:
+    """Whether the schema's meta-schema (``$schema``, when its document is known) declares the
+    format-assertion vocabulary: then ``format`` asserts, whatever ``formats`` says (draft 2020-12,
+    7.2.2; a validator that knows the vocabulary treats ``false`` like ``true``)."""
+    meta = schema.get("$schema") if isinstance(schema, dict) else None
+    if not isinstance(meta, str):
+        return False
+    try:
+        document, _ = refs.lookup(meta)
+    except UnresolvedReference:  # an unknown meta-schema: the default vocabularies
+        return False
+    vocabulary = document.get("$vocabulary") if isinstance(document, dict) else None
+    return isinstance(vocabulary, dict) and _FORMAT_ASSERTION in vocabulary
 
 
 def recursive_refs(schema: Any, refs: References | None = None) -> frozenset[str]:
@@ -443,12 +463,121 @@ class _Walker:
             if "additionalItems" in out:
                 out["items"] = out.pop("additionalItems")
         out.pop("additionalItems", None)  # beside a single-schema (or no) items it constrains nothing
+        if "unevaluatedProperties" in out or "unevaluatedItems" in out:
+            out = self.unevaluated(out, pointer)
         if "if" not in out:
             out.pop("then", None)
             out.pop("else", None)
         elif "then" not in out and "else" not in out:
             out.pop("if")
         return out
+
+    # ------------------------------------------------------------------ unevaluated*
+
+    def unevaluated(self, schema: dict[str, Any], pointer: str) -> dict[str, Any]:
+        """``unevaluatedProperties``/``unevaluatedItems`` rewritten into keywords walked as usual.
+
+        What counts as evaluated is read from the schema (:meth:`evaluation_cases`): the
+        names and patterns of ``properties``/``patternProperties`` (everything, with
+        ``additionalProperties`` or a nested ``unevaluatedProperties``), the ``prefixItems``
+        count, ``items``, ``contains``, through ``allOf`` and ``$ref``. Where that depends on
+        which subschemas hold (``anyOf``/``oneOf`` branches, ``if``, ``dependentSchemas``),
+        the instance is split into cases: each case states which of them hold and adds
+        "whatever that case leaves unevaluated matches the keyword's schema"
+        (``additionalProperties`` beside the evaluated names, ``items`` past the prefix),
+        and the object must fit one case. Exact; refused (``UnsupportedSchemaError``)
+        beyond 16 cases.
+        """
+        out = dict(schema)
+        wanted = {key: out.pop(key) for key in ("unevaluatedProperties", "unevaluatedItems") if key in out}
+        wanted = {key: value for key, value in wanted.items() if value is not True}  # true demands nothing
+        if not wanted:
+            return out
+        cases = self.evaluation_cases(out, pointer, next(iter(wanted)))
+        if "if" in out and "then" not in out and "else" not in out:
+            out.pop("if")  # alone it constrains nothing; the cases carry its annotations
+        alternatives = []
+        for conds, foot in cases:
+            demands = [d for key, value in wanted.items() if (d := foot.demand(key, value)) is not None]
+            alternatives.append({"allOf": conds + demands} if conds or len(demands) != 1 else demands[0])
+        if any(a == {"allOf": []} for a in alternatives):
+            return out  # some case evaluates everything it could demand
+        extra = alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
+        out["allOf"] = [*out.get("allOf", []), extra]
+        return out
+
+    def evaluation_cases(
+        self, schema: Any, pointer: str, keyword: str, seen: frozenset[str] = frozenset()
+    ) -> list[tuple[list[Any], "_Footprint"]]:
+        """``(conditions, footprint)`` pairs: whenever ``schema`` holds, the conditions of some
+        pair hold, and that pair's footprint is what ``schema`` evaluates (or less).
+
+        A branch of ``anyOf``/``oneOf`` is either assumed (its schema becomes a condition,
+        its footprint adds) or not: a smaller footprint only demands more, so a case that
+        leaves out a holding branch is never the one an instance needs. ``if`` splits into
+        holding (with ``then``) and failing (with ``else``); a ``dependentSchemas`` entry into
+        present and absent.
+        """
+        none: list[tuple[list[Any], _Footprint]] = [([], _Footprint())]
+        if not isinstance(schema, dict):
+            return none
+
+        def cross(left: list[Any], right: list[Any]) -> list[Any]:
+            product = [(a + c, f.union(g)) for a, f in left for c, g in right]
+            if len(product) > 16:
+                raise UnsupportedSchemaError(keyword, f"{pointer}/{keyword}", "what it sees as evaluated "
+                                             "depends on too many subschemas (over 16 cases)")  # fmt: skip
+            return product
+
+        def assumed(condition: list[Any], sub: Any, where: str) -> list[Any]:
+            return [(condition + conds, foot) for conds, foot in self.evaluation_cases(sub, where, keyword, seen)]
+
+        if "$ref" in schema:  # in place: what the target evaluates counts here
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            ref = schema["$ref"]
+            absolute = self.refs.absolute(ref, self.refs.base_of(schema, self.base)) if isinstance(ref, str) else ""
+            if not absolute or absolute in seen:
+                return self.evaluation_cases(rest, pointer, keyword, seen)
+            target, base = self.locate(absolute, ref, pointer)
+            outer, self.base = self.base, base
+            try:
+                inner = self.evaluation_cases(target, pointer, keyword, seen | {absolute})
+            finally:
+                self.base = outer
+            return cross(inner, self.evaluation_cases(rest, pointer, keyword, seen))
+        own = {k: v for k, v in schema.items() if k in _ASSERTIONS}
+        if isinstance(own.get("items"), list):  # before 2020-12: items as a list, additionalItems after it
+            own["prefixItems"] = own.pop("items")
+            if "additionalItems" in own:
+                own["items"] = own.pop("additionalItems")
+        cases = [([], _Footprint(
+            names=frozenset(own.get("properties") or {}),
+            patterns=tuple(own.get("patternProperties") or {}),
+            all_properties="additionalProperties" in own or "unevaluatedProperties" in own,
+            prefix=len(own.get("prefixItems") or []),
+            all_items="items" in own or "unevaluatedItems" in own,
+            contains=(own["contains"],) if "contains" in own else (),
+        ))]
+        for i, branch in enumerate(own.get("allOf") or []):
+            cases = cross(cases, self.evaluation_cases(branch, f"{pointer}/allOf/{i}", keyword, seen))
+        for key in ("anyOf", "oneOf"):
+            for i, branch in enumerate(own.get(key) or []):
+                options = assumed([branch], branch, f"{pointer}/{key}/{i}")
+                if any(not foot.empty or len(conds) > 1 for conds, foot in options):  # else it changes nothing
+                    cases = cross(cases, none + options)
+        if "if" in own:
+            test, then, otherwise = own["if"], own.get("then", True), own.get("else", True)
+            holds = cross(assumed([test], test, f"{pointer}/if"), assumed([then], then, f"{pointer}/then"))
+            fails = assumed([{"not": test}, otherwise], otherwise, f"{pointer}/else")
+            if any(not foot.empty or len(conds) > 2 for conds, foot in holds + fails):
+                cases = cross(cases, holds + fails)
+        dependent = own.get("dependentSchemas")
+        for name, sub in (dependent.items() if isinstance(dependent, dict) else ()):
+            where = f"{pointer}/dependentSchemas/{_escape_pointer(name)}"
+            present = assumed([{"required": [name]}, sub], sub, where)
+            if any(not foot.empty or len(conds) > 2 for conds, foot in present):
+                cases = cross(cases, present + [([{"not": {"required": [name]}}], _Footprint())])
+        return cases
 
     def ignore(self, keyword: str, pointer: str) -> None:
         """Note a keyword that is an annotation for validation (``guide.ignored`` lists them)."""
@@ -1314,6 +1443,45 @@ def _item_at(schema: dict[str, Any], i: int) -> Any:
 
 def _property(schema: dict[str, Any], name: str) -> Any:
     return schema.get("properties", {}).get(name, schema.get("additionalProperties", True))
+
+
+@dataclass(frozen=True)
+class _Footprint:
+    """What a schema evaluates when it holds: property names and patterns, or all of them;
+    the count of leading items, or all of them, and the schemas of ``contains``."""
+
+    names: frozenset[str] = frozenset()
+    patterns: tuple[str, ...] = ()
+    all_properties: bool = False
+    prefix: int = 0
+    all_items: bool = False
+    contains: tuple[Any, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return self == _Footprint()
+
+    def union(self, *others: "_Footprint") -> "_Footprint":
+        out = self
+        for o in others:
+            out = _Footprint(
+                out.names | o.names, out.patterns + tuple(p for p in o.patterns if p not in out.patterns),
+                out.all_properties or o.all_properties, max(out.prefix, o.prefix), out.all_items or o.all_items,
+                out.contains + tuple(c for c in o.contains if c not in out.contains),
+            )
+        return out
+
+    def demand(self, keyword: str, value: Any) -> dict[str, Any] | None:
+        """The schema that makes what this footprint leaves unevaluated match ``value``."""
+        if keyword == "unevaluatedProperties":
+            if self.all_properties:
+                return None
+            return {"properties": dict.fromkeys(sorted(self.names), True),
+                    "patternProperties": dict.fromkeys(self.patterns, True), "additionalProperties": value}  # fmt: skip
+        if self.all_items:
+            return None
+        rest = {"anyOf": [*self.contains, value]} if self.contains else value
+        return {"prefixItems": [True] * self.prefix, "items": rest} if self.prefix else {"items": rest}
 
 
 def _decimal_step(step: Any, pointer: str = "") -> tuple[int, int]:
