@@ -13,6 +13,8 @@ from pydantic import BaseModel, Field
 
 import constrain
 from constrain.json_schema import to_regex
+from constrain.json_schema.to_regex import SchemaOptions, schema_walk
+from constrain.regex.automaton import ByteNFA, LazyDFA, Limits
 from constrain.testing import accepts, random_walk, token_text, tokenize_continuation
 
 
@@ -289,3 +291,24 @@ def test_billion_laughs_and_deep_free_values_end_within_the_time_limit(smollm2: 
 
     schema_walk(True, SchemaOptions(any_value_depth=16))  # hashing a shared tree once per node
     assert time.monotonic() - started < 2
+
+
+FORMAT_SAMPLES = {  # (accepted, refused), spelled as JSON text content; refused ones break the RFC
+    "uri-reference": (["http://a.b/c?d#e", "//host/p", "/abs", "rel/x", "#frag", "", "./this:that"],
+                      ["1:b", "/a b", "/%zz", "//a@b@c/", "/[::1]"]),
+    "iri": (["http://ƒøø.ßår/?q=1", "urn:example:x", "http://[V1.fe]"], ["/abc", "âππ", "http://[::ffff:1.1.1.01]"]),
+    "iri-reference": (["âππ", "#ƒrägmênt", "//ƒøø/p"], ["\\\\\\\\host\\\\x"]),
+    "json-pointer": (["", "/", "/a~0b/c~1d", "/k\\\"l", "/x\\u0000y"], ["a", "/~2", "/a~", "#/a"]),
+    "relative-json-pointer": (["0", "1#", "12/a/b"], ["/a", "01/a", "0##", "-1"]),
+    "uri-template": (["{+var}", "a{x,y}b", "{v:1000}", "x{a.b}"], ["{}", "{a,,b}", "{v:01}", "foo}bar", "{a..b}"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMAT_SAMPLES))
+def test_uri_and_pointer_formats_follow_their_rfcs(fmt: str) -> None:
+    dfa = LazyDFA(ByteNFA(schema_walk({"type": "string", "format": fmt}, SchemaOptions()).tree, Limits()))
+    accepted, refused = FORMAT_SAMPLES[fmt]
+    for text in accepted:
+        assert dfa.matches(f'"{text}"'.encode()), text
+    for text in refused:
+        assert not dfa.matches(f'"{text}"'.encode()), text

@@ -65,19 +65,55 @@ _DURATION_TIME = rf"T(?:{_N}H(?:{_N}M(?:{_N}S)?)?|{_N}M(?:{_N}S)?|{_N}S)"
 _DURATION = (
     rf"P(?:(?:{_N}Y(?:{_N}M(?:{_N}D)?)?|{_N}M(?:{_N}D)?|{_N}D)(?:{_DURATION_TIME})?|{_DURATION_TIME}|{_N}W)"
 )
-# RFC 3986: scheme ":" hier-part ["?" query] ["#" fragment]
+# RFC 3986 (URI) and RFC 3987 (IRI: the same grammar, with non-ASCII "ucschar" allowed
+# where unreserved characters are, and private-use characters in the query).
 _PCT = r"%[0-9A-Fa-f]{2}"
-_UNRESERVED_SUB = r"[A-Za-z0-9\-._~!$&'()*+,;=]"
-_PCHAR = rf"(?:{_UNRESERVED_SUB}|{_PCT}|[:@])"
-_AUTHORITY = (
-    rf"(?:(?:{_UNRESERVED_SUB}|{_PCT}|:)*@)?"
-    rf"(?:\[{_IPV6}\]|(?:{_UNRESERVED_SUB}|{_PCT})*)(?::[0-9]*)?"
+_UCS = (
+    r"[\u00a0-\ud7ff\uf900-\ufdcf\ufdf0-\uffef"
+    + "".join(f"\\U{plane:04x}0000-\\U{plane:04x}fffd" for plane in range(1, 14))
+    + r"\U000e1000-\U000efffd]"
 )
-_URI = (
-    rf"[a-zA-Z][a-zA-Z0-9+.-]*:"
-    rf"(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?|{_PCHAR}+(?:/{_PCHAR}*)*|)"
-    rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+_PRIVATE = r"[\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd]"
+
+
+def _uri_grammar(international: bool) -> tuple[str, str]:
+    """(absolute URI, URI reference) regexes; IRIs with ``international``."""
+    unreserved = r"[A-Za-z0-9\-._~!$&'()*+,;=]" + (f"|{_UCS}" if international else "")
+    pchar = rf"(?:{unreserved}|{_PCT}|[:@])"
+    future = r"[vV][0-9a-fA-F]+\.(?:[A-Za-z0-9\-._~!$&'()*+,;=]|:)+"
+    authority = (
+        rf"(?:(?:{unreserved}|{_PCT}|:)*@)?"
+        rf"(?:\[(?:{_IPV6}|{future})\]|(?:{unreserved}|{_PCT})*)(?::[0-9]*)?"
+    )
+    segments = rf"(?:/{pchar}*)*"
+    query = rf"(?:\?(?:{pchar}|[/?]" + (f"|{_PRIVATE}" if international else "") + ")*)?"
+    fragment = rf"(?:#(?:{pchar}|[/?])*)?"
+    absolute_path = rf"/(?:{pchar}+{segments})?"
+    absolute = (
+        rf"[a-zA-Z][a-zA-Z0-9+.-]*:(?://{authority}{segments}|{absolute_path}|{pchar}+{segments}|)"
+        rf"{query}{fragment}"
+    )
+    no_colon = rf"(?:{unreserved}|{_PCT}|@)+"  # a relative path's first segment holds no ':'
+    relative = rf"(?://{authority}{segments}|{absolute_path}|{no_colon}{segments}|){query}{fragment}"
+    return absolute, f"(?:{absolute}|{relative})"
+
+
+_URI, _URI_REFERENCE = _uri_grammar(False)
+_IRI, _IRI_REFERENCE = _uri_grammar(True)
+# RFC 6901. Characters stand as JSON writes them: raw, or escaped; escapes that spell '/'
+# or '~' (\/, \u002f, \u007e) and other escaped printable ASCII are left out (stricter).
+_POINTER_CHAR = (
+    r'(?:[^"\\\x00-\x1f~/]|\\["\\bfnrt]|\\u00[01][0-9a-fA-F]'
+    r"|\\u(?:[1-9a-cA-CeEfF][0-9a-fA-F]{3}|0[1-9a-fA-F][0-9a-fA-F]{2}|[dD][0-7][0-9a-fA-F]{2})"
+    r"|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2})"
 )
+_JSON_POINTER = rf"(?:/(?:{_POINTER_CHAR}|~[01])*)*"
+_RELATIVE_JSON_POINTER = rf"(?:0|[1-9][0-9]*)(?:#|{_JSON_POINTER})"
+# RFC 6570 level 4: literals, and expressions {op varname[:n|*], ...}.
+_TEMPLATE_LITERAL = rf"(?:[!#$&'()*+,\-./0-9:;=?@A-Z\[\]_a-z~]|{_UCS}|{_PRIVATE}|{_PCT})"
+_VARNAME = rf"(?:[A-Za-z0-9_]|{_PCT})(?:\.?(?:[A-Za-z0-9_]|{_PCT}))*"
+_VARSPEC = rf"{_VARNAME}(?::[1-9][0-9]{{0,3}}|\*)?"
+_URI_TEMPLATE = rf"(?:{_TEMPLATE_LITERAL}|\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\}})*"
 
 #: String formats enforced by the regex (the content between the quotes). Each is at
 #: least as strict as the ``jsonschema`` library's checker for the same format.
@@ -93,6 +129,12 @@ FORMATS = {
     rf"@{_LABEL}(?:\.{_SHORT_LABEL}){{1,9}}",
     "hostname": _HOSTNAME,
     "uri": _URI,
+    "uri-reference": _URI_REFERENCE,
+    "iri": _IRI,
+    "iri-reference": _IRI_REFERENCE,
+    "json-pointer": _JSON_POINTER,
+    "relative-json-pointer": _RELATIVE_JSON_POINTER,
+    "uri-template": _URI_TEMPLATE,
 }
 
 
