@@ -32,9 +32,10 @@ from urllib.parse import urldefrag
 
 from ..errors import ConstrainError, LimitExceededError, PatternError
 from ..regex.automaton import ByteNFA, LazyDFA, Limits
+from ..regex.nested import HOLE
 from ..regex.parse import parse_regex
 from ..regex.tree import (
-    EMPTY, NOTHING, CharSet, Difference, Intersect, Literals, Members, MemberSet, Multiple, Node, Repeat, RuleRef, alt, literal, optional,
+    EMPTY, NOTHING, CharSet, Difference, Intersect, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat, RuleRef, alt, literal, optional,
     render, seq,
 )  # fmt: skip
 from .refs import References, UnresolvedReference
@@ -114,7 +115,9 @@ class SchemaOptions:
     ``strict_properties``: an object without ``additionalProperties`` admits only its
     declared properties (the usual wish for generation); False follows the spec's
     default (extra properties with any value).
-    ``any_value_depth``: how deep a free-form value (``{}``, ``true``) may nest.
+    ``any_value_depth``: how deep a free-form value (``{}``, ``true``) may nest; None
+    (the default): to any depth, exactly (a pushdown automaton, see :class:`Nested`).
+    A depth keeps the value a plain regular language (``to_regex`` can render it).
     ``property_order``: ``"definition"`` (declared members in the order the schema
     lists them, as xgrammar and llguidance generate them) or ``"any"`` (the
     specification's reading); None picks ``"any"`` with ``strict_properties=False`` and
@@ -132,7 +135,7 @@ class SchemaOptions:
     lenient: bool = False
     max_recursion_depth: int | None = None
     strict_properties: bool = True
-    any_value_depth: int = 2
+    any_value_depth: int | None = None
     property_order: str | None = None
     formats: str = "assert"
 
@@ -1209,20 +1212,32 @@ class _Walker:
         return alt(*options) if options else None
 
     def any_value(self) -> Node:
-        """Any JSON value, nested at most ``any_value_depth`` levels (a regex cannot nest freely).
+        """Any JSON value: nested to any depth (exact), or at most ``any_value_depth`` levels.
 
-        A superset walker needs every value, however deep: below the same levels, an
-        opening bracket may be followed by any text at all. Above them the value's end
-        stays where JSON puts it, so products with it stay small.
+        Unbounded nesting is a :class:`Nested` node: one level of value in which each
+        nested array or object is a hole filled by the same level again (a pushdown
+        automaton with a stack of bracket contexts, built lazily). A superset walker
+        needs every value, however deep, and products stay small if it stays finite:
+        below the same levels (none without a depth), an opening bracket may be followed
+        by any text at all.
         """
         scalar = alt(_fragment(f'"{STRING_CHAR}*"'), _fragment(NUMBER), _fragment(BOOLEAN), _fragment(NULL))
+        if self.options.any_value_depth is None and not self.over:
+            inner = alt(scalar, _HOLE)
+            array = self.wrap("[", Repeat(inner, 0, None, self.sep), "]")
+            obj = self.wrap("{", Repeat(seq(_fragment(f'"{STRING_CHAR}*"'), self.colon, inner), 0, None, self.sep), "}")
+            return Nested(alt(scalar, array, obj))
         level = alt(scalar, seq(literal("["), _ANY_TEXT), seq(literal("{"), _ANY_TEXT)) if self.over else scalar
-        for _ in range(self.options.any_value_depth):
+        for _ in range(self.options.any_value_depth or 0):  # a superset needs no levels: "[" then anything
             array = self.wrap("[", Repeat(level, 0, None, self.sep), "]")
             member = seq(_fragment(f'"{STRING_CHAR}*"'), self.colon, level)
             obj = self.wrap("{", Repeat(member, 0, None, self.sep), "}")
             level = alt(scalar, array, obj)
         return level
+
+
+#: Where a free-form value nests another array or object (see :class:`Nested`).
+_HOLE = Literals((bytes([HOLE]),))
 
 
 class _Clash(Exception):

@@ -51,6 +51,8 @@ class Automaton(Protocol):
 
     def is_final(self, state: int) -> bool: ...
 
+    # Optional: ``unbounded`` (True when the automaton has no finite state count).
+
 
 Tuple = tuple[int, ...]
 
@@ -78,6 +80,8 @@ class ProductDFA:
         self._live: set[Tuple] = set()
         self._dead: set[Tuple] = set()
         self._lock = threading.RLock()
+        #: A part without a finite state count (a nested free-form value): searches are budgeted.
+        self.unbounded = any(getattr(p, "unbounded", False) for p in parts)
         first = tuple(p.start for p in parts)
         # the first search runs on the compile's clock; later ones (first visits) get timeout_s each
         self.start = self._intern(first) if self._alive(first) and self._is_live(first, deadline) else DEAD
@@ -161,6 +165,12 @@ class ProductDFA:
                 if successor not in parent and successor not in self._dead:
                     parent[successor] = current
                     queue.append(successor)
+            if self.unbounded and len(parent) > _SEARCH_BUDGET:
+                # Past the budget a part may nest forever without ever agreeing with the others
+                # (any value minus arrays, after "["), so the search cannot end by exhaustion:
+                # this tuple counts as dead. Over-constrained at worst, never weaker.
+                self._dead.add(states)
+                return False
             if len(parent) % 64 == 0 and time.monotonic() > deadline:
                 raise LimitExceededError(
                     "timeout_s", self.timeout_s, "deciding whether an intersection or difference can still match",
@@ -189,3 +199,5 @@ class ProductDFA:
 
 
 _DEAD_ROW = np.full(256, DEAD, dtype=np.int32)
+#: Tuples a liveness search may visit when a part has no finite state count (see ``_is_live``).
+_SEARCH_BUDGET = 4096

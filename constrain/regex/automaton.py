@@ -27,7 +27,8 @@ from numpy.typing import NDArray
 
 from ..errors import LimitExceededError
 from .algebra import DEAD, Automaton, ProductDFA
-from .tree import Alt, CharSet, Concat, Difference, Intersect, Literals, Members, MemberSet, Multiple, Node, Repeat
+from .nested import NestedDFA
+from .tree import Alt, CharSet, Concat, Difference, Intersect, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat
 from .utf8 import add_utf8_trie, byte_runs, clip_to_runs
 
 __all__ = ["DEAD", "Limits", "ByteNFA", "LazyDFA"]
@@ -242,6 +243,10 @@ class ByteNFA:
             return self._member_set(node)
         if isinstance(node, Multiple):
             return self._multiple(node.step, node.scale)
+        if isinstance(node, Nested):  # the level keeps every byte: its holes are 0x00 edges
+            level = LazyDFA(ByteNFA(node.level, self.limits, deadline=self._deadline))
+            return self._embed(NestedDFA(level, max_states=self.limits.max_dfa_states,
+                                         max_depth=self.limits.max_parser_stack))  # fmt: skip
         if isinstance(node, (Intersect, Difference)):
             parts = node.parts if isinstance(node, Intersect) else (node.base, *node.minus)
             automata: list[Automaton] = [
@@ -685,6 +690,8 @@ class LazyDFA:
         self.expanded = np.zeros(64, dtype=bool)
         self.table: NDArray[np.int32] = np.full((64, 256), DEAD, dtype=np.int32)
         self._lock = threading.RLock()
+        #: Whether an embedded automaton has no finite state count (see ``ProductDFA``).
+        self.unbounded = any(getattr(a, "unbounded", False) for a in nfa.embedded.values())
         start = self._closure_of([(nfa.start, ())])
         self.start = DEAD if not start else self._intern(start)
 

@@ -15,7 +15,7 @@ from typing import Union
 from .utf8 import complement_ranges
 
 __all__ = [
-    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Intersect", "Difference", "MemberSet", "Multiple", "Node",
+    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Intersect", "Difference", "MemberSet", "Multiple", "Nested", "Node",
     "EMPTY", "NOTHING", "literal", "seq", "alt", "optional", "render",
 ]  # fmt: skip
 
@@ -135,6 +135,14 @@ class Multiple:
 
 
 @dataclass(frozen=True)
+class Nested(_Composite):
+    """A value of ``level`` in which each hole (the byte 0x00, see :mod:`.nested`) is such a
+    value again, to any depth: free-form JSON values, exactly."""
+
+    level: "Node"
+
+
+@dataclass(frozen=True)
 class Intersect(_Composite):
     """Text that every one of ``parts`` matches (``pattern`` ∩ ``format`` ∩ ``maxLength``)."""
 
@@ -149,9 +157,9 @@ class Difference(_Composite):
     minus: tuple["Node", ...]
 
 
-Node = Union[CharSet, Concat, Alt, Repeat, Literals, Members, MemberSet, Multiple, RuleRef, Intersect, Difference]
+Node = Union[CharSet, Concat, Alt, Repeat, Literals, Members, MemberSet, Multiple, Nested, RuleRef, Intersect, Difference]
 
-for _cls in (Concat, Alt, Repeat, Members, MemberSet, Intersect, Difference):
+for _cls in (Concat, Alt, Repeat, Members, MemberSet, Nested, Intersect, Difference):
     _cls.__hash__ = _Composite.cached_hash  # type: ignore[method-assign]  # dataclass put its own there
 
 #: The empty string, and the empty language.
@@ -215,9 +223,9 @@ def render(node: Node) -> str:
         return _render_members(node)
     if isinstance(node, RuleRef):
         raise TypeError(f"rule {node.name!r} is recursive: no regex can express it")
-    if isinstance(node, (Intersect, Difference, MemberSet, Multiple)):
-        raise TypeError("an intersection, a difference or an unordered member set has no Python regex text; "
-                        "the automaton builds it")
+    if isinstance(node, (Intersect, Difference, MemberSet, Multiple, Nested)):
+        raise TypeError("an intersection, a difference, an unordered member set or a value nested without "
+                        "bound has no Python regex text; the automaton builds it")
     raise TypeError(f"unknown regex node {node!r}")
 
 
