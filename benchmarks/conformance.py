@@ -438,12 +438,13 @@ def markdown(report: dict[str, Any], tokenizer_name: str) -> str:
         "tokens do not spell their text byte for byte are **skipped**. An exception that is not a "
         "constrain error is a **crash** (a bug), listed at the end.",
         "",
-        "What still shapes the over-constrained counts: constrain enforces `format`, which draft "
-        "2020-12 treats as an annotation unless the format-assertion vocabulary is on (so the core "
-        "`format` file's annotation-only cases count as over, and the `optional/format` files, which "
-        "assume assertion, are the ones that measure it); a free-form value nests at most "
-        "`any_value_depth` levels; and numbers are matched by their spelling, so `1.0` is refused where "
-        "the schema means the integer `1` (`type: integer`, `const`, `enum`, integer bounds).",
+        "`format` is read as draft 2020-12 reads it by default, an annotation (`formats=\"annotate\"`), "
+        "except in the `optional/format` files, which assume the format-assertion vocabulary and run with "
+        "constrain's default (`formats=\"assert\"`); a schema whose meta-schema declares that vocabulary "
+        "asserts formats in either case. What still shapes the over-constrained counts: numbers are matched "
+        "by their spelling, so `1.0` is refused where the schema means the integer `1` (`type: integer`, "
+        "`const`, `enum`, integer bounds), and a format's characters must be written raw, not as `\\u` "
+        "escapes (the runner's `json.dumps` escapes non-ASCII text).",
         "",
         "A file is *correct* when every group compiled and every case is correct, *under-constrained* "
         "when any case is under-constrained, *over-constrained* when any case is over-constrained (and "
