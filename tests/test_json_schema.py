@@ -312,3 +312,21 @@ def test_uri_and_pointer_formats_follow_their_rfcs(fmt: str) -> None:
         assert dfa.matches(f'"{text}"'.encode()), text
     for text in refused:
         assert not dfa.matches(f'"{text}"'.encode()), text
+
+
+@pytest.mark.parametrize(("options", "names"), [
+    ({"whitespace": "defualt"}, "did you mean 'default'"),  # a typo was read as the regex "defualt"
+    ({"whitespace": r"\s*"}, "only JSON whitespace"),  # \s takes Unicode spaces JSON does not allow
+    ({"lenient": "yes"}, "lenient"),
+    ({"any_value_depth": -1}, "any_value_depth"),
+    ({"property_order": "sorted"}, "property_order"),
+    ({"formats": "ignore"}, "formats"),
+])  # fmt: skip
+def test_options_are_checked_by_name_and_value(options: dict, names: str) -> None:
+    with pytest.raises(constrain.SchemaError, match=re.escape(names)):
+        SchemaOptions(**options)
+
+
+def test_a_custom_whitespace_regex_of_json_whitespace_is_taken() -> None:
+    tree = schema_walk({"type": "array"}, SchemaOptions(whitespace=r"[ \t\n]{0,4}")).tree
+    assert LazyDFA(ByteNFA(tree, Limits())).matches(b"[\n\t1, 2 ]")

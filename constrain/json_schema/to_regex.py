@@ -17,6 +17,7 @@ written without fraction or exponent; free-form values nest to a bounded depth.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import itertools
 import json
 import math
@@ -24,6 +25,8 @@ import re
 import time
 import warnings
 import zlib
+
+import numpy as np
 from decimal import Decimal
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -31,6 +34,7 @@ from typing import Any, Callable, Iterator
 from urllib.parse import urldefrag
 
 from ..errors import ConstrainError, LimitExceededError, PatternError
+from ..regex.algebra import DEAD
 from ..regex.automaton import ByteNFA, LazyDFA, Limits
 from ..regex.nested import HOLE
 from ..regex.parse import parse_regex
@@ -144,6 +148,37 @@ class SchemaOptions:
             raise SchemaError(f"property_order must be 'definition' or 'any', not {self.property_order!r}")
         if self.formats not in ("assert", "annotate"):
             raise SchemaError(f"formats must be 'assert' or 'annotate', not {self.formats!r}")
+        for name in ("lenient", "strict_properties"):
+            if not isinstance(getattr(self, name), bool):
+                raise SchemaError(f"{name} must be True or False, not {getattr(self, name)!r}")
+        for name in ("max_recursion_depth", "any_value_depth"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise SchemaError(f"{name} must be None or an integer ≥ 0, not {value!r}")
+        _check_whitespace(self.whitespace)
+
+
+def _check_whitespace(whitespace: Any) -> None:
+    """A preset name, or a regex that only ever matches JSON whitespace (else the output is no JSON:
+    ``"defualt"``, a typo, would be read as the regex ``defualt``)."""
+    if not isinstance(whitespace, str):
+        raise SchemaError(f"whitespace must be a preset name or a regex, not {whitespace!r}")
+    if whitespace in WHITESPACE:
+        return
+    try:
+        dfa = LazyDFA(ByteNFA(parse_regex(whitespace), Limits()))
+        states = dfa.explore(time.monotonic() + 5)
+    except ConstrainError as exc:
+        raise SchemaError(f"whitespace {whitespace!r} is no preset and no usable regex: {exc}") from None
+    allowed = np.zeros(256, dtype=bool)
+    allowed[[0x20, 0x09, 0x0A, 0x0D]] = True
+    if any((dfa.row(state)[~allowed] != DEAD).any() for state in range(states)):
+        close = difflib.get_close_matches(whitespace, list(WHITESPACE), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise SchemaError(
+            f"whitespace {whitespace!r} is neither a preset ({', '.join(WHITESPACE)}) nor a regex that "
+            f"matches only JSON whitespace (space, tab, newline, carriage return){hint}"
+        )
 
 
 @dataclass
