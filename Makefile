@@ -12,7 +12,7 @@ MODEL_CLASS ?= examples.models:Person
 # The peer engines the benchmarks compare with (see ../shared/notes/peers.md).
 PEERS := xgrammar llguidance transformers-cfg lm-format-enforcer outlines-core
 
-.PHONY: setup generate test test-fast bench bench-quick
+.PHONY: setup generate test test-fast fuzz bench bench-quick
 
 setup: $(VENV)/.installed
 
@@ -34,6 +34,11 @@ test: setup
 # The fast tier for iteration: real tokenizers, no model, no whole-suite runs (about 2 minutes).
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
+
+# A long differential-fuzzing run (the standing fuzz tests with many more examples).
+FUZZ_EXAMPLES ?= 100000
+fuzz: setup
+	CONSTRAIN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/test_fuzz_schema.py $(wildcard tests/test_fuzz_regex.py)
 
 # The peers are installed under a constraints file pinning torch, so none of them swaps the CPU build.
 $(VENV)/.bench-installed: $(VENV)/.installed

@@ -153,3 +153,11 @@ def test_an_end_anchor_first_leaves_only_what_matches_nothing() -> None:
         tree = schema_walk({"type": "string", "pattern": pattern}, SchemaOptions()).tree
         dfa = LazyDFA(ByteNFA(tree, Limits()))
         assert dfa.matches(b'""') is empty and not dfa.matches(b'"a"')
+
+
+def test_a_superset_holds_every_spelling_of_a_decimal() -> None:
+    """Found by the schema fuzzer: ``not: {minimum: 0}`` let "94.90" through, a spelling of 94.9
+    (a trailing zero) that the subtracted language missed."""
+    tree = schema_walk({"type": "array", "items": {"not": {"type": "number", "minimum": 0}}}, SchemaOptions()).tree
+    dfa = LazyDFA(ByteNFA(tree, Limits()))
+    assert dfa.matches(b"[-1, -0.5]") and not dfa.matches(b"[94.90]") and not dfa.matches(b"[2.50]")

@@ -978,7 +978,7 @@ class _Walker:
         floor_high = None if high is None else (high - 1 if not exclusive_high else high)
         # integers, also as json.dumps writes whole floats ("24.0")
         options = [seq(_fragment(integer_range(low, high)), optional(_fragment(r"\.0+")))]
-        fraction = _fragment(r"\.[0-9]*[1-9]")
+        fraction = _fragment(r"\.[0-9]*[1-9][0-9]*")  # trailing zeros too: 2.50 is 2.5
         if floor_high is None or floor_low is None or floor_low <= floor_high:
             # non-negative floors n ≥ 0: the text is "n.f"; negative floors -(m+1): the text is "-m.f"
             if floor_high is None or floor_high >= 0:

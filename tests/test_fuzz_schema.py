@@ -1,0 +1,187 @@
+"""Differential fuzzing of the JSON Schema front end against the ``jsonschema`` library.
+
+Hypothesis generates schemas from the keywords the walker enforces and JSON values to
+judge. Two properties, each against the independent oracle:
+
+* **soundness**: random walks through the schema's byte automaton (each step a random
+  byte that keeps the text completable, stopping at random where it may) produce only
+  JSON that ``json.loads`` reads and the library validates;
+* **completeness**: a value the library calls valid, written as ``json.dumps`` writes it
+  (both separator styles), is accepted — for the keyword families the docs promise to be
+  exact (``not``, ``oneOf`` and ``if`` subtract supersets and may refuse a few valid
+  values, so they are checked for soundness only).
+
+The standing test runs a bounded, derandomized number of examples; set
+``CONSTRAIN_FUZZ_EXAMPLES`` (``make fuzz``) for a long run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+from decimal import Decimal, localcontext
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import constrain
+from constrain.json_schema.to_regex import SchemaOptions, schema_walk
+from constrain.regex.algebra import DEAD
+from constrain.regex.automaton import ByteNFA, LazyDFA, Limits
+
+EXAMPLES = int(os.environ.get("CONSTRAIN_FUZZ_EXAMPLES", "25"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+MODES = {"spec": SchemaOptions(strict_properties=False, property_order="any"), "default": SchemaOptions()}
+
+
+def _exact_multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Any:
+    """``multipleOf`` on the decimals the JSON text wrote (the library divides binary floats)."""
+    if isinstance(instance, (int, float)) and not isinstance(instance, bool):
+        with localcontext(prec=1000):  # exact for any integer the walks write
+            remainder = Decimal(repr(instance)) % Decimal(repr(step))
+        if remainder != 0:
+            yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {step!r}")
+
+
+_Oracle = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"multipleOf": _exact_multiple_of})
+
+# ---------------------------------------------------------------------- strategies
+
+_NAMES = st.sampled_from(["a", "b", "c", "id", "x-1"])
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-20, 20), st.sampled_from([0.5, -1.5, 2.25, 10.0, 0.1]),
+    st.sampled_from(["", "a", "ab", "abc", "x1", "1"]),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_NAMES, inner, max_size=3)),
+    max_leaves=6,
+)
+
+
+def _leaf_schemas() -> st.SearchStrategy[dict[str, Any]]:
+    return st.one_of(
+        st.builds(dict, type=st.sampled_from(["null", "boolean", "integer", "number", "string", "array", "object"])),
+        st.builds(lambda low, span: {"type": "integer", "minimum": low, "maximum": low + span},
+                  st.integers(-10, 10), st.integers(0, 15)),  # fmt: skip
+        st.builds(lambda low, strict: {"type": "number", ("exclusiveMinimum" if strict else "minimum"): low},
+                  st.sampled_from([-1.5, 0, 0.25, 2]), st.booleans()),  # fmt: skip
+        st.builds(lambda step: {"type": "number", "multipleOf": step}, st.sampled_from([0.5, 2, 3, 0.25, 1.5])),
+        st.builds(lambda low, span: {"type": "string", "minLength": low, "maxLength": low + span},
+                  st.integers(0, 2), st.integers(0, 2)),  # fmt: skip
+        st.builds(lambda p: {"type": "string", "pattern": p}, st.sampled_from(["^a", "b$", "^[a-c]+$", "1", "^$"])),
+        st.builds(lambda values: {"enum": values}, st.lists(_SCALARS, min_size=1, max_size=3)),
+        st.builds(lambda value: {"const": value}, _SCALARS),
+        st.just({}),
+    )
+
+
+def _schemas(exact: bool) -> st.SearchStrategy[dict[str, Any]]:
+    def extend(inner: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+        options = [
+            st.builds(lambda props, req, extra: {
+                "type": "object", "properties": props, "required": sorted(set(req) & set(props)),
+                **({} if extra is None else {"additionalProperties": extra})},
+                st.dictionaries(_NAMES, inner, max_size=3), st.lists(_NAMES, max_size=2),
+                st.one_of(st.none(), st.booleans(), inner)),  # fmt: skip
+            st.builds(lambda item, low, span: {"type": "array", "items": item, "minItems": low, "maxItems": low + span},
+                      inner, st.integers(0, 2), st.integers(0, 2)),  # fmt: skip
+            st.builds(lambda prefix, item: {"type": "array", "prefixItems": prefix, "items": item},
+                      st.lists(inner, min_size=1, max_size=2), st.one_of(st.just(False), inner)),  # fmt: skip
+            st.builds(lambda c, low, high: {"type": "array", "contains": c, "minContains": low, "maxContains": high},
+                      inner, st.integers(0, 2), st.integers(1, 2)),  # fmt: skip
+            st.builds(lambda branches: {"anyOf": branches}, st.lists(inner, min_size=1, max_size=3)),
+            st.builds(lambda branches: {"allOf": branches}, st.lists(inner, min_size=1, max_size=2)),
+            st.builds(lambda props, rest: {"properties": props, "unevaluatedProperties": rest},
+                      st.dictionaries(_NAMES, inner, max_size=2), st.one_of(st.just(False), inner)),  # fmt: skip
+            st.builds(lambda low, high: {"type": "object", "minProperties": low, "maxProperties": low + high},
+                      st.integers(0, 2), st.integers(0, 2)),  # fmt: skip
+        ]
+        if not exact:
+            options += [
+                st.builds(lambda s: {"not": s}, inner),
+                st.builds(lambda branches: {"oneOf": branches}, st.lists(inner, min_size=1, max_size=3)),
+                st.builds(lambda i, t, e: {"if": i, "then": t, "else": e}, inner, inner, inner),
+            ]
+        return st.one_of(*options)
+
+    return st.recursive(_leaf_schemas(), extend, max_leaves=4)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _automaton(schema: dict[str, Any], mode: str) -> LazyDFA | None:
+    """The schema's byte automaton, or None where the schema is refused or matches nothing."""
+    try:
+        return LazyDFA(ByteNFA(schema_walk(schema, MODES[mode]).tree, Limits(timeout_s=20)))
+    except constrain.ConstrainError:
+        return None  # refused by name (a keyword, a limit, an empty language): allowed
+
+
+def _walk(dfa: LazyDFA, rng: random.Random, max_bytes: int = 300) -> bytes | None:
+    """A random text through the automaton, or None if it ran out of length first."""
+    state, out = dfa.start, bytearray()
+    while len(out) < max_bytes:
+        if dfa.is_final(state) and rng.random() < 0.25:
+            return bytes(out)
+        row = dfa.row(state)
+        choices = [b for b in range(256) if row[b] != DEAD]
+        if not choices:
+            return bytes(out) if dfa.is_final(state) else None
+        # prefer structural bytes now and then, so walks close what they open
+        byte = rng.choice(choices)
+        out.append(byte)
+        state = int(row[byte])
+    return None
+
+
+def _integral_float(value: Any) -> bool:
+    """1.0 and the like: JSON's integer 1 in another spelling, which the guide writes as '1' only."""
+    if isinstance(value, float):
+        return math.isfinite(value) and value.is_integer()
+    if isinstance(value, list):
+        return any(_integral_float(v) for v in value)
+    if isinstance(value, dict):
+        return any(_integral_float(v) for v in value.values())
+    return False
+
+
+# ---------------------------------------------------------------------- properties
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@FUZZ
+@given(schema=_schemas(exact=False), seed=st.integers(0, 2**16))
+def test_random_walks_validate(mode: str, schema: dict[str, Any], seed: int) -> None:
+    dfa = _automaton(schema, mode)
+    if dfa is None or dfa.start == DEAD:
+        return
+    rng = random.Random(seed)
+    for _ in range(4):
+        text = _walk(dfa, rng)
+        if text is None:
+            continue
+        value = json.loads(text)  # raises on non-JSON: a failure
+        errors = list(_Oracle(schema).iter_errors(value))
+        assert not errors, f"{text!r} accepted for {json.dumps(schema)}: {errors[0].message}"
+
+
+@FUZZ
+@given(schema=_schemas(exact=True), values=st.lists(_VALUES, min_size=1, max_size=6))
+def test_valid_values_are_accepted(schema: dict[str, Any], values: list[Any]) -> None:
+    dfa = _automaton(schema, "spec")
+    if dfa is None:
+        return
+    oracle = _Oracle(schema, format_checker=jsonschema.FormatChecker())
+    for value in values:
+        if _integral_float(value) or not oracle.is_valid(value):
+            continue
+        for text in (json.dumps(value), json.dumps(value, separators=(",", ":"))):
+            assert dfa.matches(text.encode()), f"valid {text} refused for {json.dumps(schema)}"
