@@ -11,9 +11,11 @@ from .cfg import CFGGuide, compile_grammar, compile_sql
 from .compiler import Compiler
 from .errors import (
     BitmaskError,
+    ConfigurationError,
     ConstrainError,
     EmptyLanguageError,
     InvalidPatternError,
+    InvalidStateError,
     LimitExceededError,
     NonRegularPatternError,
     PatternError,
@@ -44,6 +46,8 @@ __all__ = [
     "bitmask_to_bool",
     "ConstrainError",
     "BitmaskError",
+    "ConfigurationError",
+    "InvalidStateError",
     "VocabularyError",
     "PatternError",
     "InvalidPatternError",

@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from .errors import ConstrainError
+from .errors import ConfigurationError, ConstrainError
 from .json_schema.to_grammar import schema_to_grammar
 from .json_schema.refs import References
 from .json_schema.to_regex import SchemaOptions, load_schema, recursive_refs, schema_walk
@@ -66,6 +66,10 @@ class Compiler:
                 eos_token_ids=eos_token_ids,
                 generation_config=generation_config,
             )
+        if limits is not None and not isinstance(limits, Limits):
+            raise ConfigurationError(f"limits must be a constrain.Limits, not {limits!r}")
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
+            raise ConfigurationError(f"cache_size must be an integer ≥ 0, not {cache_size!r}")
         self.limits = limits or Limits()
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._cache_size = cache_size

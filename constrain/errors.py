@@ -107,6 +107,14 @@ class BitmaskError(ConstrainError, TypeError):
     """The buffer given to ``fill_bitmask`` has the wrong type, dtype or shape."""
 
 
+class InvalidStateError(ConstrainError, TypeError):
+    """A state or token id a guide cannot read: the wrong type, or a state another guide handed out."""
+
+
+class ConfigurationError(ConstrainError, TypeError):
+    """An argument of the wrong kind (a ``Compiler`` without a tokenizer, ``limits`` that are no ``Limits``)."""
+
+
 def _excerpt(pattern: str, position: int | None, width: int = 60) -> str:
     """Show a long pattern around the position instead of printing megabytes."""
     if len(pattern) <= width:

@@ -18,6 +18,8 @@ from typing import Hashable, Protocol, TypeVar, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from .errors import BitmaskError, InvalidStateError
+
 __all__ = [
     "Guide", "bitmask_size", "allocate_bitmask", "bitmask_from_token_ids", "bitmask_to_bool", "check_bitmask",
 ]  # fmt: skip
@@ -53,14 +55,19 @@ class Guide(Protocol[State]):
     def fill_bitmask(self, state: State, out: NDArray[np.int32]) -> None: ...
 
 
+def check_token(token_id: object) -> int:
+    """``token_id`` as an int, or :class:`InvalidStateError` (numpy integers are ids too; bools are not)."""
+    if isinstance(token_id, (int, np.integer)) and not isinstance(token_id, (bool, np.bool_)):
+        return int(token_id)
+    raise InvalidStateError(f"a token id is an integer, not {token_id!r}")
+
+
 def check_bitmask(out: object, vocab_size: int) -> None:
     """Refuse a buffer ``fill_bitmask`` would fill wrongly: another dtype, shape or a non-contiguous view.
 
     Without this, numpy casts the words into a float32 or bool buffer, and broadcasts
     one row into every row of a 2-D one, silently.
     """
-    from .errors import BitmaskError
-
     words = bitmask_size(vocab_size)
     dtype, shape = getattr(out, "dtype", None), getattr(out, "shape", None)
     if not isinstance(out, np.ndarray):

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from .errors import VocabularyError
+from .errors import ConfigurationError, VocabularyError
 
 __all__ = ["Vocabulary"]
 
@@ -97,6 +97,11 @@ class Vocabulary:
         """
         if generation_config is not None and hasattr(generation_config, "generation_config"):
             generation_config = generation_config.generation_config
+        if not callable(getattr(tokenizer, "get_vocab", None)):
+            raise ConfigurationError(
+                f"a tokenizer (with get_vocab(), as Hugging Face tokenizers have) or a Vocabulary is needed, "
+                f"not {type(tokenizer).__name__}"
+            )
         vocab: dict[str, int] = tokenizer.get_vocab()
         if not vocab:
             raise VocabularyError(f"{type(tokenizer).__name__} has an empty vocabulary")

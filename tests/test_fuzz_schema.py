@@ -142,6 +142,16 @@ def _walk(dfa: LazyDFA, rng: random.Random, max_bytes: int = 300) -> bytes | Non
     return None
 
 
+def _overflows(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, list):
+        return any(_overflows(v) for v in value)
+    if isinstance(value, dict):
+        return any(_overflows(v) for v in value.values())
+    return False
+
+
 def _integral_float(value: Any) -> bool:
     """1.0 and the like: JSON's integer 1 in another spelling, which the guide writes as '1' only."""
     if isinstance(value, float):
@@ -165,10 +175,15 @@ def test_random_walks_validate(mode: str, schema: dict[str, Any], seed: int) -> 
         return
     rng = random.Random(seed)
     for _ in range(4):
-        text = _walk(dfa, rng)
+        try:
+            text = _walk(dfa, rng)
+        except constrain.LimitExceededError:
+            return  # a named limit while guiding (products of free values can take long): allowed
         if text is None:
             continue
         value = json.loads(text)  # raises on non-JSON: a failure
+        if _overflows(value):
+            continue  # 1e400 reads as inf in Python: the oracle cannot judge it, the schema can
         errors = list(_Oracle(schema).iter_errors(value))
         assert not errors, f"{text!r} accepted for {json.dumps(schema)}: {errors[0].message}"
 

@@ -46,7 +46,7 @@ def compile_grammar(
     ``vocabulary`` is a :class:`~constrain.Vocabulary` or a Hugging Face tokenizer.
     Raises :class:`GrammarError` naming the rule or terminal at fault for grammars
     lark rejects (undefined symbols, reduce/reduce conflicts), terminals that are
-    not regular (lookarounds, anchors, backreferences) and grammars that cannot
+    not regular (lookaheads, lookbehinds longer than one character, anchors, backreferences) and grammars that cannot
     produce any string.
 
     ``limits`` (default :class:`~constrain.Limits`) bound the compilation and the

@@ -614,5 +614,7 @@ def _build_lark(text: str, start: str, always_accept: tuple[str, ...] = ()) -> l
         )
         terminal = match.group(1) if match else None
         raise GrammarError(f"invalid grammar: {message}", terminal=terminal) from None
+    except (FileNotFoundError, OSError) as exc:  # %import of a grammar lark cannot find
+        raise GrammarError(f"invalid grammar: an %import names no grammar lark can find ({exc})") from None
     except (KeyError, ValueError, AssertionError) as exc:
         raise GrammarError(f"invalid grammar: {type(exc).__name__}: {exc}") from None

@@ -28,8 +28,8 @@ from typing import Optional
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import TokenRejected
-from ..guide import bitmask_from_token_ids, check_bitmask
+from ..errors import InvalidStateError, TokenRejected
+from ..guide import bitmask_from_token_ids, check_bitmask, check_token
 from ..vocabulary import Vocabulary
 from .grammar import CompiledGrammar, Deadline
 from .index import MaskIndex
@@ -89,6 +89,7 @@ class CFGGuide:
         return self._initial
 
     def is_final(self, state: State) -> bool:
+        self._check(state)
         if state == FINISHED:
             return True
         return self._end_ok(state)
@@ -98,14 +99,18 @@ class CFGGuide:
         return np.flatnonzero(self.allowed_tokens(state)).astype(np.int32)
 
     def allowed_tokens(self, state: State) -> NDArray[np.bool_]:
+        self._check(state)
         bits = self._entry(state).view(np.uint8)
         return np.unpackbits(bits, bitorder="little")[: self.vocab_size].astype(bool)
 
     def fill_bitmask(self, state: State, out: NDArray[np.int32]) -> None:
         check_bitmask(out, self.vocab_size)
+        self._check(state)
         out[...] = self._entry(state)
 
     def advance(self, state: State, token_id: int) -> State:
+        token_id = check_token(token_id)
+        self._check(state)
         if token_id in self._eos_set and self.is_final(state):
             return FINISHED
         if state == FINISHED:
@@ -123,6 +128,20 @@ class CFGGuide:
             detail = f"{text!r} cannot continue text of grammar {self.grammar.label!r}"
             raise TokenRejected(token_id, state, detail)
         return new
+
+    def _check(self, state: object) -> None:
+        """Raise :class:`InvalidStateError` unless ``state`` is one this guide's grammar can hand out."""
+        if state == FINISHED:
+            return
+        if (
+            isinstance(state, tuple) and len(state) == 4 and isinstance(state[3], bytes)
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in state[:3])
+            and 0 <= state[0] < len(self.grammar.stacks) and 0 <= state[1] < self.grammar.lexer.num_states
+        ):  # fmt: skip
+            return
+        raise InvalidStateError(
+            f"{state!r} is not a state of this guide: states are what its initial_state and advance hand out"
+        )
 
     # ------------------------------------------------------------------ emulation
 

@@ -16,6 +16,16 @@ are Unicode classes unless the ASCII flag is set, and case-insensitive sets are
 closed over the characters that ``re`` itself matches case-insensitively (found
 by asking ``re``, once per set). Each set becomes UTF-8 byte-range sequences,
 because guides work on bytes.
+
+One-character lookbehinds (``(?<!\\\\)``, ``(?<=[a-z])``) are supported where the
+character they look at lies inside the same lexeme, as in lark's
+``common.ESCAPED_STRING`` (``".*?(?<!\\\\)(\\\\\\\\)*?"``): the terminal's NFA is
+rebuilt as its product with "the class of the last character read" (see
+:meth:`PriorityNFA._fold_lookbehinds`), and the assertion becomes an epsilon edge
+that only the copies whose last character passes keep. A lookbehind that could be
+reached before the terminal has read a character would look at the previous
+lexeme, which the lexer does not track, and stays :class:`NotRegular`; so do
+lookaheads, longer lookbehinds, anchors and backreferences.
 """
 
 from __future__ import annotations
@@ -89,21 +99,38 @@ class PriorityNFA:
         #: automaton-backed state → (automaton, its state, the terminal's accept state).
         self._foreign: dict[int, tuple[Any, int, int]] = {}
         self._foreign_ids: dict[tuple[int, int], int] = {}
+        # Lookbehinds of the terminal being built (see _fold_lookbehinds): the distinct
+        # one-character sets they test, the class of each character-set exit (an index
+        # into _classes: which of those sets the character read there belongs to), and
+        # each assertion state's (set index, negated).
+        self._behind: list[Ranges] = []
+        self._classes: list[tuple[bool, ...]] = []
+        self._class_of: dict[int, int] = {}
+        self._asserts: dict[int, tuple[int, bool]] = {}
 
     def add_terminal(self, index: int, pattern: str, flags: int = 0, *, name: str = "") -> tuple[int, int]:
         """Build ``pattern`` as terminal ``index`` (``name`` is for messages); returns (entry, accept) states.
 
-        Raises :class:`NotRegular` for lookarounds, anchors, backreferences,
+        Raises :class:`NotRegular` for lookaheads, lookbehinds other than one character
+        read inside the lexeme (see the module docstring), anchors, backreferences,
         atomic groups and possessive repeats, ``re.error`` for bad syntax, and
         :class:`~constrain.LimitExceededError` past ``limits.max_nfa_states``.
         """
         parsed = sre_parse.parse(pattern, flags)
         self._owner = index
         self._name = name or f"#{index}"
-        entry, exit_ = self._seq(list(parsed), parsed.state.flags)
-        accept = self._state()
-        self.accept[accept] = index
-        self.eps[exit_].append(accept)
+        self._behind, self._classes, self._class_of, self._asserts = [], [], {}, {}
+        self._scan_lookbehinds(list(parsed), parsed.state.flags)
+        base = len(self.eps)
+        try:
+            entry, exit_ = self._seq(list(parsed), parsed.state.flags)
+            accept = self._state()
+            self.accept[accept] = index
+            self.eps[exit_].append(accept)
+            if self._behind:
+                entry, accept = self._fold_lookbehinds(base, entry, accept)
+        finally:
+            self._behind, self._classes, self._class_of, self._asserts = [], [], {}, {}
         return entry, accept
 
     def add_automaton(self, index: int, automaton: Any, *, name: str = "") -> tuple[int, int]:
@@ -198,6 +225,79 @@ class PriorityNFA:
                 "raise Limits.max_nfa_states or simplify the pattern",
             )  # fmt: skip
 
+    def _scan_lookbehinds(self, items: list[tuple[Any, Any]], flags: int) -> None:
+        """Collect the sets of the pattern's one-character lookbehinds into ``_behind``.
+
+        They must be known before any character set is built: each set is split by
+        membership in them, so its exits tell which class of character was read.
+        """
+        for op, av in items:
+            if op is sre_c.BRANCH:
+                for option in av[1]:
+                    self._scan_lookbehinds(list(option), flags)
+            elif op is sre_c.SUBPATTERN:
+                self._scan_lookbehinds(list(av[3]), (flags | av[1]) & ~av[2])
+            elif op is sre_c.MAX_REPEAT or op is sre_c.MIN_REPEAT:
+                self._scan_lookbehinds(list(av[2]), flags)
+            elif (op is sre_c.ASSERT or op is sre_c.ASSERT_NOT) and av[0] < 0:
+                ranges = _single_char_set(list(av[1]), flags)
+                if ranges not in self._behind:
+                    self._behind.append(ranges)
+
+    def _fold_lookbehinds(self, base: int, entry: int, accept: int) -> tuple[int, int]:
+        """Rebuild the terminal's states ``base..`` as their product with the last character's class.
+
+        A product state is (state, class of the last character this terminal read; -1
+        before the first). Reading a character sets the class: character sets are built
+        with one exit per class (:meth:`_charset`). An assertion state keeps its epsilon
+        edge only in the copies whose class passes it, so a path dies exactly where
+        backtracking would fail the assertion; every path of the old automaton maps to
+        one path of the new one with its order kept, so leftmost-first priority is
+        unchanged. An assertion reachable with class -1 would read the previous lexeme:
+        :class:`NotRegular`. The accept state stays one state (it has no edges).
+        """
+        old_eps, old_edges = self.eps[base:], self.edges[base:]
+        del self.eps[base:], self.edges[base:], self.accept[base:], self.owner[base:]
+        class_of, asserts, classes = self._class_of, self._asserts, self._classes
+        ids: dict[tuple[int, int], int] = {}
+        queue: list[tuple[int, int, int]] = []
+        new_accept = -1
+
+        def get(q: int, cls: int) -> int:
+            nonlocal new_accept
+            cls = class_of.get(q, cls)
+            if q == accept:
+                if new_accept < 0:
+                    new_accept = self._state()
+                    self.accept[new_accept] = self._owner
+                return new_accept
+            found = ids.get((q, cls))
+            if found is None:
+                found = ids[(q, cls)] = self._state()
+                queue.append((q, cls, found))
+            return found
+
+        new_entry = get(entry, -1)
+        while queue:
+            q, cls, n = queue.pop()
+            test = asserts.get(q)
+            if test is None:
+                self.eps[n] = [get(t, cls) for t in old_eps[q - base]]
+            else:
+                which, negated = test
+                if cls < 0:
+                    raise NotRegular(
+                        "a lookbehind (lookaround) that can look before the terminal's first character, "
+                        "into the previous lexeme"
+                    )
+                if classes[cls][which] != negated:
+                    self.eps[n] = [get(t, cls) for t in old_eps[q - base]]
+            self.edges[n] = [(lo, hi, get(t, cls)) for lo, hi, t in old_edges[q - base]]
+        if new_accept < 0:  # the assertions cut every path: a terminal that never matches
+            new_accept = self._state()
+            self.accept[new_accept] = self._owner
+        return new_entry, new_accept
+
     def _seq(self, items: list[tuple[Any, Any]], flags: int) -> tuple[int, int]:
         entry = current = self._state()
         for op, av in items:
@@ -231,8 +331,14 @@ class PriorityNFA:
             return self._repeat(list(body), low, high, op is sre_c.MAX_REPEAT, flags)
         if op is sre_c.AT:
             raise NotRegular(f"the anchor {str(av).lower()}")
-        if op in (sre_c.ASSERT, sre_c.ASSERT_NOT):
-            raise NotRegular("a lookaround")
+        if op is sre_c.ASSERT or op is sre_c.ASSERT_NOT:
+            if av[0] >= 0:
+                raise NotRegular("a lookahead (lookaround)")
+            entry, exit_ = self._state(), self._state()
+            self.eps[entry].append(exit_)
+            which = self._behind.index(_single_char_set(list(av[1]), flags))
+            self._asserts[entry] = (which, op is sre_c.ASSERT_NOT)
+            return entry, exit_
         if op in (sre_c.GROUPREF, sre_c.GROUPREF_EXISTS):
             raise NotRegular("a backreference")
         raise NotRegular(f"the regex construct {str(op).lower()} (atomic or possessive matching)")
@@ -285,15 +391,40 @@ class PriorityNFA:
                 self.edges.append([(lo, hi, t + offset) for lo, hi, t in self.edges[q]])
             self.accept += self.accept[base:top]
             self.owner += self.owner[base:top]
+            for marks in (self._class_of, self._asserts):
+                if marks:
+                    marks.update({q + offset: v for q, v in marks.items() if base <= q < top})
             fragments.append((entry + offset, exit_ + offset))
         return fragments
 
     def _charset(self, ranges: Ranges) -> tuple[int, int]:
-        """One code point of ``ranges`` as a trie of UTF-8 byte ranges (deterministic)."""
+        """One code point of ``ranges`` as a trie of UTF-8 byte ranges (deterministic).
+
+        In a terminal with lookbehinds, ``ranges`` is split by membership in their sets,
+        one trie and one exit per class (marked in ``_class_of``); the parts are disjoint,
+        so at most one of them reads a given character and their order does not matter.
+        """
         entry, exit_ = self._state(), self._state()
-        consumer = self._state()
-        self.eps[entry].append(consumer)
-        add_utf8_trie(ranges, consumer, exit_, self._state, self._add_edge)
+        if not self._behind:
+            consumer = self._state()
+            self.eps[entry].append(consumer)
+            add_utf8_trie(ranges, consumer, exit_, self._state, self._add_edge)
+            return entry, exit_
+        parts: list[tuple[Ranges, tuple[bool, ...]]] = [(ranges, ())]
+        for tested in self._behind:
+            split = []
+            for part, key in parts:
+                inside, outside = _intersect(part, tested), _intersect(part, complement_ranges(tested))
+                split += [(p, key + (flag,)) for p, flag in ((inside, True), (outside, False)) if p]
+            parts = split
+        for part, key in parts:
+            if key not in self._classes:
+                self._classes.append(key)
+            consumer, last = self._state(), self._state()
+            self.eps[entry].append(consumer)
+            add_utf8_trie(part, consumer, last, self._state, self._add_edge)
+            self._class_of[last] = self._classes.index(key)
+            self.eps[last].append(exit_)
         return entry, exit_
 
     def _add_edge(self, state: int, low: int, high: int, target: int) -> None:
@@ -311,6 +442,39 @@ def _merge(ranges: list[tuple[int, int]]) -> Ranges:
         else:
             merged.append((lo, hi))
     return tuple(merged)
+
+
+def _intersect(a: Ranges, b: Ranges) -> Ranges:
+    """The code points in both sorted, disjoint range lists."""
+    out: list[tuple[int, int]] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo <= hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tuple(out)
+
+
+def _single_char_set(body: list[tuple[Any, Any]], flags: int) -> Ranges:
+    """The code points a lookbehind's body matches, when it is exactly one character; else NotRegular."""
+    while len(body) == 1 and body[0][0] is sre_c.SUBPATTERN:
+        _group, add, remove, inner = body[0][1]
+        body, flags = list(inner), (flags | add) & ~remove
+    if len(body) == 1:
+        op, av = body[0]
+        if op is sre_c.LITERAL:
+            return _literal_set(av, flags)
+        if op is sre_c.NOT_LITERAL:
+            return complement_ranges(_literal_set(av, flags))
+        if op is sre_c.ANY:
+            return ((0, MAX_CODEPOINT),) if flags & _S else complement_ranges(((10, 10),))
+        if op is sre_c.IN:
+            return _class_set(tuple(av), flags)
+    raise NotRegular("a lookbehind (lookaround) that is not a single character")
 
 
 def _contains(ranges: Ranges, code: int) -> bool:

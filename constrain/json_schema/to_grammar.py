@@ -23,8 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..regex.tree import EMPTY, Alt, CharSet, Concat, Literals, Members, Node, Repeat, RuleRef
-from .to_regex import SchemaError, SchemaOptions, WalkResult, load_schema, schema_walk
+from ..regex.tree import (
+    EMPTY, Alt, CharSet, Concat, Difference, Intersect, Literals, Members, MemberSet, Nested, Node, Repeat, RuleRef,
+)
+from .to_regex import SchemaError, SchemaOptions, UnsupportedSchemaError, WalkResult, load_schema, schema_walk
 
 __all__ = ["SchemaGrammar", "schema_to_grammar", "tree_to_grammar"]
 
@@ -100,7 +102,13 @@ class _Writer:
             return _repeat(f"({self.expansion(node.node)})", node.low, node.high)
         if isinstance(node, Members):
             return self.members(node)
-        raise SchemaError(f"cannot express {type(node).__name__} in a grammar")
+        # A context-free language has no intersection or complement in general: a recursive
+        # reference under one of these stays refused, by name.
+        raise UnsupportedSchemaError(
+            "$ref", "#",
+            "a recursive reference inside not, an overlapping oneOf, an allOf that needs an intersection or "
+            "members in any order cannot be expressed by the grammar backend",
+        )
 
     def members(self, node: Members) -> str:
         """Ordered members as two chains of rules, linear in the member count."""
@@ -170,6 +178,14 @@ def _has_ref(node: Node) -> bool:
         return _has_ref(node.node) or (node.separator is not None and _has_ref(node.separator))
     if isinstance(node, Members):
         return any(_has_ref(i) for i, _ in node.items) or (node.extra is not None and _has_ref(node.extra))
+    if isinstance(node, MemberSet):
+        return any(_has_ref(i) for i in node.items) or (node.extra is not None and _has_ref(node.extra))
+    if isinstance(node, Intersect):
+        return any(_has_ref(p) for p in node.parts)
+    if isinstance(node, Difference):
+        return _has_ref(node.base) or any(_has_ref(m) for m in node.minus)
+    if isinstance(node, Nested):
+        return _has_ref(node.level)
     return False
 
 

@@ -240,10 +240,10 @@ def schema_walk(
                      refs=refs)  # fmt: skip
     try:
         tree = walker.node(schema, "#")
-    except RecursionError:
-        raise RecursiveSchemaError(
-            "$ref", "#", "the schema nests too deeply (a cycle through $ref beside other keywords?); "
-            "use the grammar backend or flatten it",
+    except RecursionError:  # a deep structure below max_schema_depth: still named, still a limit
+        raise LimitExceededError(
+            "max_schema_depth", walker.limits.max_schema_depth,
+            "the schema nests too deeply for the walk; lower Limits.max_schema_depth or flatten the schema",
         ) from None
     if walker.dropped:
         listed = ", ".join(f"{k} at {p}" for k, p in walker.dropped)
@@ -330,6 +330,8 @@ class _Walker:
         self.base = self.refs.root_base  # the base URI in effect where the walk is
         self._expanded: dict[str, Node] = {}  # $ref target → its tree, built once (a DAG, not 2^n copies)
         self._deadline = time.monotonic() + limits.timeout_s
+        #: How deep the walk is, shared by this walker's superset and unordered walkers (one recursion).
+        self._depth = [0]
         self._calls = 0
         #: Build a *superset* of each schema's texts instead of a subset: what ``not`` and
         #: ``oneOf`` subtract must hold every text the guide could write for a value the
@@ -366,6 +368,7 @@ class _Walker:
         if self._superset is None:
             self._superset = _Walker(self.root, self.options, frozenset(), self.limits, over=True, refs=self.refs)
             self._superset.ignored, self._superset._ignored_seen = self.ignored, self._ignored_seen
+            self._superset._depth = self._depth
         return self._superset
 
     def unordered(self) -> "_Walker":
@@ -377,6 +380,7 @@ class _Walker:
             options = dataclasses.replace(self.options, property_order="any")
             self._unordered = _Walker(self.root, options, frozenset(), self.limits, over=self.over, refs=self.refs)
             self._unordered.ignored, self._unordered._ignored_seen = self.ignored, self._ignored_seen
+            self._unordered._depth = self._depth
         return self._unordered
 
     def subset(self) -> "_Walker":
@@ -389,6 +393,7 @@ class _Walker:
             options = dataclasses.replace(self.options, lenient=False)
             self._superset = _Walker(self.root, options, frozenset(), self.limits, over=False, refs=self.refs)
             self._superset.ignored, self._superset._ignored_seen = self.ignored, self._ignored_seen
+            self._superset._depth = self._depth
         return self._superset
 
     def unsupported(self, keyword: str, pointer: str, reason: str) -> None:
@@ -429,10 +434,16 @@ class _Walker:
         if self._calls % 256 == 0 and time.monotonic() > self._deadline:
             raise LimitExceededError("timeout_s", self.limits.timeout_s,
                                      f"walking the schema took too long (at {pointer})")  # fmt: skip
+        if self._depth[0] >= self.limits.max_schema_depth:
+            raise LimitExceededError("max_schema_depth", self.limits.max_schema_depth,
+                                     f"the schema nests deeper than allowed (at {pointer[:200]}); "
+                                     "raise Limits.max_schema_depth")  # fmt: skip
         outer, self.base = self.base, self.refs.base_of(schema, self.base)
+        self._depth[0] += 1
         try:
             return self.schema_node(self.constraints(schema, pointer), pointer)
         finally:
+            self._depth[0] -= 1
             self.base = outer
 
     def node_at(self, schema: Any, base: str, pointer: str) -> Node:
@@ -634,6 +645,8 @@ class _Walker:
         if ref in self.rule_refs:
             return self.rule(ref, pointer)
         depth = self._ref_stack.count(ref)
+        if depth and self.over and self.options.max_recursion_depth is None:
+            return _ANY_TEXT  # a superset may stop at a cycle: any text holds every deeper value
         if depth:
             if self.options.max_recursion_depth is None:
                 cycle = " → ".join(self.refs.short(r) for r in self._ref_stack[self._ref_stack.index(ref) :] + [ref])
@@ -1129,7 +1142,10 @@ class _Walker:
         return self.wrap("[", alt(*options), "]"), False
 
     def type_object(self, schema: dict[str, Any], pointer: str) -> Node:
-        properties: dict[str, Any] = dict(schema.pop("properties", {}))
+        properties = schema.pop("properties", {})
+        if not isinstance(properties, dict):
+            raise SchemaError(f"properties at {pointer} must be an object, not {properties!r}"[:200])
+        properties = dict(properties)
         required = list(dict.fromkeys(schema.pop("required", [])))
         additional = schema.pop("additionalProperties", None)
         if additional is None and (self.over or not self.options.strict_properties):

@@ -200,4 +200,4 @@ class ProductDFA:
 
 _DEAD_ROW = np.full(256, DEAD, dtype=np.int32)
 #: Tuples a liveness search may visit when a part has no finite state count (see ``_is_live``).
-_SEARCH_BUDGET = 4096
+_SEARCH_BUDGET = 8192

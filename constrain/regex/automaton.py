@@ -55,7 +55,13 @@ class Limits:
     ``max_parser_stack``
         Grammar guides only, and the one limit set by the generated text rather
         than by the pattern: the deepest LALR parser stack a sequence may reach
-        (JSON takes one entry per array level, four per ``{"key": [`` level).
+        (JSON takes one entry per array level, four per ``{"key": [`` level); also
+        how deep a free-form value may nest.
+    ``max_schema_depth``
+        How deeply the JSON Schema walker may descend into nested subschemas (each
+        ``items``, ``properties`` member, ``allOf`` branch or ``$ref`` is a level). The
+        walk recurses, so past this a schema is refused by name instead of running
+        into Python's recursion limit.
     """
 
     max_nfa_states: int = 2_000_000
@@ -63,6 +69,7 @@ class Limits:
     max_index_entries: int = 200_000_000
     timeout_s: float = 60.0
     max_parser_stack: int = 10_000
+    max_schema_depth: int = 100
 
 
 class ByteNFA:

@@ -11,8 +11,8 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import TokenRejected
-from ..guide import bitmask_from_token_ids, check_bitmask
+from ..errors import InvalidStateError, TokenRejected
+from ..guide import bitmask_from_token_ids, check_bitmask, check_token
 from .automaton import DEAD
 from .index import TokenIndex
 from .tree import Node, render
@@ -69,10 +69,12 @@ class RegexGuide:
         return self.index.dfa.start
 
     def is_final(self, state: int) -> bool:
+        state = self._check(state)
         return state == FINISHED or self.index.dfa.is_final(state)
 
     def allowed_token_ids(self, state: int) -> NDArray[np.int32]:
         """Sorted ids of the allowed tokens (EOS included where the state is final)."""
+        state = self._check(state)
         if state == FINISHED:
             return self._eos
         ids = self.index.row(state).token_ids
@@ -94,6 +96,7 @@ class RegexGuide:
         out[...] = bitmask
 
     def advance(self, state: int, token_id: int) -> int:
+        token_id, state = check_token(token_id), self._check(state)
         if token_id in self._eos_set and self.is_final(state):
             return FINISHED
         if state == FINISHED:
@@ -126,6 +129,15 @@ class RegexGuide:
         """Build every reachable state's row now (eager); returns the number of states."""
         deadline = time.monotonic() + self.index.limits.timeout_s
         return len(self.index.explore(deadline))
+
+    def _check(self, state: object) -> int:
+        """``state`` as an int, if it is one this guide handed out (else :class:`InvalidStateError`)."""
+        if isinstance(state, (int, np.integer)) and not isinstance(state, bool):
+            if state == FINISHED or 0 <= state < self.index.dfa.num_states:
+                return int(state)
+        raise InvalidStateError(
+            f"{state!r} is not a state of this guide: states are the ints its initial_state and advance hand out"
+        )
 
     def _why_rejected(self, token_id: int) -> str:
         if not 0 <= token_id < self.vocab_size:
