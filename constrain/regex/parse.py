@@ -10,9 +10,9 @@ can enforce, with messages that say what to change. The result is a tree of
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 
-import interegular
 from interegular import patterns as ip
 
 from ..errors import InvalidPatternError, NonRegularPatternError, PatternError
@@ -22,7 +22,14 @@ from .utf8 import codepoint_ranges
 __all__ = ["parse_regex", "literal_choice"]
 
 
-_UNICODE_ESCAPE = re.compile(r"\\\\|\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
+#: Escapes interegular doesn't read as Python does: ``\uXXXX``, ``\UXXXXXXXX``, ``\N{name}``, a
+#: lone ``\0`` (NUL) and an escaped non-ASCII character (itself); an escaped backslash is skipped.
+_ESCAPE = re.compile(
+    r"\\\\|\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})|\\N\{([^}]*)\}|\\(0)(?![0-7])|\\([^\x00-\x7f])"
+)
+_QUANTIFIER = re.compile(r"\{\d+(?:,\d*)?\}")
+_FLAG_GROUP = re.compile(r"\(\?([aiLmsux]*)(-[imsx]*)?([:)])")
+_GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")
 _NOT_REGULAR = {
     "Group references are not implemented": "a backreference",
     "Conditional matching is not implemented": "a conditional group",
@@ -39,10 +46,13 @@ def parse_regex(pattern: str) -> Node:
         re.compile(pattern)
     except re.error as exc:
         raise InvalidPatternError(exc.msg, pattern=pattern, position=exc.pos) from None
-    _refuse_misread_syntax(pattern)
-    body = _strip_anchors(_expand_unicode_escapes(pattern))
+    except (OverflowError, RecursionError) as exc:  # a{4294967296}; thousands of nested groups
+        raise InvalidPatternError(f"Python's re cannot read it: {exc}", pattern=pattern) from None
+    body = _strip_anchors(_expand_escapes(_normalize(pattern)))
     try:
-        parsed = interegular.parse_pattern(body)
+        # Not interegular's simplify(): it merges a group into its only child group and drops the
+        # child's removed flags ('(?i)(?:(?-i:a))' matched 'A'); _convert nests flags itself.
+        parsed = _Parser(body).parse()
     except ip.Unsupported as exc:
         message = str(exc)
         feature = _NOT_REGULAR.get(message)
@@ -61,66 +71,154 @@ def literal_choice(options: list[str] | tuple[str, ...]) -> Node:
     for option in options:
         if not isinstance(option, str):
             raise PatternError(f"choice() options must be str, got {type(option).__name__}")
+        try:
+            option.encode("utf-8")
+        except UnicodeEncodeError:
+            raise PatternError(f"choice() option {option!r} holds a lone surrogate, which no UTF-8 text can") from None
     return Literals(tuple(dict.fromkeys(o.encode("utf-8") for o in options)))
 
 
-def _refuse_misread_syntax(pattern: str) -> None:
-    """Refuse what the parser would read as something else (a weaker or different language).
+class _CategoryClass(ip._CharGroup):
+    """A class that holds a negated category (``[\\W\\d]``, ``[^\\Sa]``): one character set
+    either way, but it folds case differently than a class of listed characters (see ``_charset``)."""
 
-    Possessive quantifiers (``a*+``, ``\\d{4}+``) would become a repeat followed by ``+``;
-    a ``]`` first in a class (``[]a]``, ``[^]a]``) and braces that are no quantifier
-    (``a{}``, ``a{,``) are read differently than Python's ``re`` reads them.
+    __slots__ = ()
+
+
+class _Parser(ip._ParsePattern):  # type: ignore[misc]  # interegular ships no type hints
+    """interegular's parser, reading two things as Python does.
+
+    interegular joins ``\\W``, ``\\D``, ``\\S`` in a class by the *union* of the sets they
+    leave out, so ``[\\W\\D]`` became ``\\W``; a class matches what any item matches, so
+    what it leaves out is the *intersection* (``[\\W\\D]`` is ``\\D``). And each global
+    flag group replaced the flags of the one before (``(?i)(?s)a`` lost ``i``); they add up.
     """
+
+    def extension_group(self) -> object:
+        before = self.flags
+        result = super().extension_group()
+        if before is not None and self.flags is not None:
+            self.flags |= before
+        return result
+
+    def chargroup(self) -> ip._CharGroup:
+        negate = self.static_b("^")
+        groups = []
+        while True:
+            try:
+                groups.append(self.chargroup_inner())
+            except ip.nomatch:
+                break
+        self.static("]")
+        listed = frozenset().union(*(g.chars for g in groups if not g.negated))
+        left_out = [g.chars for g in groups if g.negated]
+        if not left_out:
+            return ip._CharGroup(listed, negate)
+        return _CategoryClass(frozenset.intersection(*left_out) - listed, not negate)
+
+
+def _normalize(pattern: str) -> str:
+    """Rewrite what the parser would read differently than Python's ``re``; refuse what it can't read.
+
+    Comments ``(?#…)`` are dropped, group names and the flag ``a`` too (interegular fails
+    on them; groups only group and classes are always ASCII here). Possessive quantifiers
+    (``a*+``, ``\\d{4}+``) would become a repeat followed by ``+``, and atomic groups
+    ``(?>…)`` are unknown to the parser: both are refused. So are a ``]`` first in a class
+    (``[]a]``, ``[^]a]``), a ``{`` that opens no quantifier (``a{}``, ``a{x}``, ``a{``) and
+    ``{,n}``: interegular misreads them, and where Python reads them one way, a JSON Schema
+    ``pattern`` (ECMA-262, parsed here too) reads ``[]``, ``[^]`` and ``{,n}`` another.
+    """
+    out: list[str] = []
     i, after_quantifier = 0, False
     while i < len(pattern):
         char = pattern[i]
         if char == "\\":
-            i, after_quantifier = i + 2, False
+            end = i + 2
+            if pattern[i + 1 : i + 3] == "N{":  # a named character: its braces are no quantifier
+                end = pattern.index("}", i) + 1  # re.compile accepted it, so it is closed
+            out.append(pattern[i:end])
+            i, after_quantifier = end, False
             continue
         if char == "[":
             j = i + 1 + (pattern[i + 1 : i + 2] == "^")
             if pattern[j : j + 1] == "]":
                 raise PatternError(f"a ']' first in a character class is not supported; escape it as '\\]' "
                                    f"(pattern: {pattern[:80]!r}, position {j})")  # fmt: skip
-            j += 1
+            start = i
             while j < len(pattern) and pattern[j] != "]":
                 j += 2 if pattern[j] == "\\" else 1
+            out.append(pattern[start : j + 1])
             i, after_quantifier = j + 1, False
             continue
-        if char in "*+?}" and after_quantifier and not (char == "?" and pattern[i - 1] != "?"):
-            if char == "+":
+        if pattern.startswith("(?#", i):
+            i = pattern.index(")", i) + 1  # re.compile accepted it, so it is closed
+            continue
+        flags = _FLAG_GROUP.match(pattern, i)
+        if flags and "a" in flags.group(1):  # (?a) asks for ASCII classes: they always are (docs/regex.md)
+            added, removed, end = flags.group(1).replace("a", ""), flags.group(2) or "", flags.group(3)
+            out.append(f"(?{added}{removed}{end}" if added or removed or end == ":" else "")
+            i = flags.end()
+            continue
+        if pattern.startswith("(?P<", i):  # groups only group, and interegular allows ASCII names only
+            out.append("(?:")
+            i = pattern.index(">", i) + 1
+            continue
+        if pattern.startswith("(?>", i):
+            raise PatternError(f"atomic groups ('(?>...)') are not supported "
+                               f"(pattern: {pattern[:80]!r}, position {i})")  # fmt: skip
+        if char in "*+?":
+            if after_quantifier and char == "+":
                 raise PatternError(f"possessive quantifiers ('*+', '++', '?+', '{{m,n}}+') are not supported "
                                    f"(pattern: {pattern[:80]!r}, position {i})")  # fmt: skip
+            # A '?' right after a quantifier makes it lazy (re.compile refused any other repeat of one).
+            out.append(char)
+            i, after_quantifier = i + 1, not after_quantifier
+            continue
         if char == "{":
-            close = pattern.find("}", i)
-            inside = pattern[i + 1 : close] if close > 0 else None
-            if inside is not None and not re.fullmatch(r"\d+(,\d*)?", inside):
-                raise PatternError(f"braces that are no quantifier ('{{{inside}}}') are not supported; escape "
-                                   f"them as '\\{{' (pattern: {pattern[:80]!r}, position {i})")  # fmt: skip
-            if inside is not None:
-                i, after_quantifier = close + 1, True
-                continue
-        after_quantifier = char in "*+?"
-        i += 1
+            quantifier = _QUANTIFIER.match(pattern, i)
+            if quantifier is None:
+                raise PatternError(f"braces other than '{{n}}', '{{n,}}', '{{n,m}}' ('{{}}', '{{x}}', '{{,n}}') "
+                                   f"are not supported; escape a literal one as '\\{{' or write '{{0,n}}' "
+                                   f"(pattern: {pattern[:80]!r}, position {i})")  # fmt: skip
+            out.append(quantifier.group())
+            i, after_quantifier = quantifier.end(), True
+            continue
+        out.append(char)
+        i, after_quantifier = i + 1, False
+    return "".join(out)
 
 
-def _expand_unicode_escapes(pattern: str) -> str:
-    r"""Turn ``\uXXXX`` / ``\UXXXXXXXX`` (valid in Python's ``re``) into characters interegular parses."""
+def _expand_escapes(pattern: str) -> str:
+    r"""Turn escapes Python's ``re`` reads but interegular doesn't (see ``_ESCAPE``) into characters.
+
+    An ASCII result stays escaped as ``\xHH`` (it may be special, like ``]`` in a class).
+    """
 
     def replace(match: re.Match[str]) -> str:
-        code = match.group(1) or match.group(2)
-        if code is None:
+        hex4, hex8, name, nul, other = match.groups()
+        if hex4 or hex8:
+            char = chr(int(hex4 or hex8, 16))
+        elif name is not None:
+            char = unicodedata.lookup(name)  # re.compile accepted the name
+        elif nul is not None:
+            char = "\0"
+        elif other is not None:
+            char = other
+        else:
             return match.group(0)  # an escaped backslash stays as it is
-        char = chr(int(code, 16))
         return f"\\x{ord(char):02x}" if ord(char) < 0x80 else char
 
-    return _UNICODE_ESCAPE.sub(replace, pattern)
+    return _ESCAPE.sub(replace, pattern)
 
 
 def _strip_anchors(pattern: str) -> str:
-    """A leading ``^`` and trailing ``$`` are redundant: the whole text always has to match."""
-    if pattern.startswith("^"):
-        pattern = pattern[1:]
+    """A leading ``^`` and trailing ``$`` are redundant: the whole text always has to match.
+
+    The ``^`` may follow the global flag groups (``(?i)^abc``): it is at the start of the text too.
+    """
+    flags = _GLOBAL_FLAGS.match(pattern).end()
+    if pattern.startswith("^", flags):
+        pattern = pattern[:flags] + pattern[flags + 1 :]
     if pattern.endswith("$"):
         body = pattern[:-1]
         if (len(body) - len(body.rstrip("\\"))) % 2 == 0:  # an escaped '\$' is a literal dollar
@@ -144,7 +242,8 @@ def _convert(node: object, flags: ip.REFlags, pattern: str) -> Node:
     if isinstance(node, ip._Repeated):
         return Repeat(_convert(node.base, flags, pattern), node.min, node.max)
     if isinstance(node, ip._CharGroup):
-        return _charset(node.chars, node.negated, bool(flags & ip.REFlags.CASE_INSENSITIVE))
+        ignore_case = bool(flags & ip.REFlags.CASE_INSENSITIVE)
+        return _charset(node.chars, node.negated, ignore_case, isinstance(node, _CategoryClass))
     if node is ip._DOT:
         # '.' is any character but '\n' unless the DOTALL flag (?s) is set, as in Python's re.
         return _charset(frozenset() if flags & ip.REFlags.SINGLE_LINE else frozenset("\n"), True, False)
@@ -154,7 +253,20 @@ def _convert(node: object, flags: ip.REFlags, pattern: str) -> Node:
 
 
 @lru_cache(maxsize=4096)
-def _charset(chars: frozenset[str], negated: bool, ignore_case: bool) -> CharSet:
-    if ignore_case:
+def _charset(chars: frozenset[str], negated: bool, ignore_case: bool, category: bool = False) -> CharSet:
+    """The code point set of a character group, case folded with ``(?i)``.
+
+    A listed character matches its simple case mappings too, so the listed set grows to
+    them (``[^k]`` leaves out ``k`` and ``K``). A class with a negated category
+    (``_CategoryClass``) stores the characters it leaves out (or, negated, the ones it
+    keeps) as what the categories leave out minus the listed characters; folding that
+    set would wrongly let a listed character's other case through its category, so it
+    shrinks instead to the characters whose every case variant is in it: ``(?i)[\\WA]``
+    keeps ``a`` and ``A``, as Python's ``re`` does (categories are closed under case).
+    """
+    if ignore_case and category:
+        variants = {ch: [c for c in (ch.lower(), ch.upper()) if len(c) == 1] for ch in chars}
+        chars = frozenset(ch for ch in chars if all(c in chars for c in variants[ch]))
+    elif ignore_case:
         chars = frozenset(c for ch in chars for c in (ch, ch.lower(), ch.upper()) if len(c) == 1)
     return CharSet(tuple(codepoint_ranges(chars, negated=negated)))
