@@ -157,7 +157,12 @@ class ProductDFA:
         queue = deque([states])
         found: Tuple | None = None
         while queue:
-            current = queue.popleft()
+            # Depth first where the parts are finite: any accepting tuple proves liveness, and
+            # diving finds one after a few bytes where breadth first expands every shallow
+            # tuple first (thousands, in products of wide objects); an exhausted search is
+            # the same set either way. With a part that nests without bound, breadth first
+            # keeps the search near the surface.
+            current = queue.popleft() if self.unbounded else queue.pop()
             if current in self._live or self._accepts(current) or self._free(current):
                 found = current
                 break
