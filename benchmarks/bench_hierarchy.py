@@ -31,7 +31,8 @@ Families
 
 For each point, the **regex** guide is ``Compiler.json_schema(schema)`` (with
 ``max_recursion_depth=d`` for the recursive families) and the **CFG** guide is
-``Compiler.grammar(schema_to_lark(schema))``, which is what ``json_schema`` does by
+``schema_to_grammar(schema)`` compiled as ``json_schema`` compiles it (lark over the skeleton,
+terminals from the regex backend), which is what ``json_schema`` does by
 itself for a recursive schema; for a non-recursive one the whole schema becomes a
 single lexer terminal. Both are built from the same keyword walker, so they describe
 the same language. The recursive families walk an instance of exactly depth ``d``, so
@@ -41,7 +42,7 @@ Measurements
 ------------
 * **compile**: a fresh ``Compiler`` over the shared ``Vocabulary`` (empty guide cache,
   shared walk tables) per sample; median of ``--repeats``. The CFG figure includes
-  ``schema_to_lark``, as the regex figure includes the schema walk.
+  ``schema_to_grammar``, as the regex figure includes the schema walk.
 * **mask**: one step is ``fill_bitmask`` then ``advance`` (``_common.timed_walk``), plus
   the closing mask. *cold* = the first walk of each freshly compiled guide (rows, lexer
   walks and masks are built then), pooled over the repeats; *warm* = ``--walks`` walks
@@ -78,7 +79,7 @@ from typing import Any, Callable, Sequence
 
 import constrain
 from bench_schema import expression_tree, place_names, wide_object
-from constrain.json_schema.to_grammar import schema_to_lark
+from constrain.json_schema.to_grammar import schema_to_grammar
 
 # ---------------------------------------------------------------------- the families
 
@@ -193,8 +194,8 @@ def regex_guide(compiler: constrain.Compiler, point: Point) -> Any:
 
 
 def cfg_guide(compiler: constrain.Compiler, point: Point) -> Any:
-    grammar, _ = schema_to_lark(point.schema)
-    return compiler.grammar(grammar)
+    grammar = schema_to_grammar(point.schema)  # the grammar json_schema builds for a recursive schema
+    return compiler._grammar_of_trees(grammar.text, grammar.terminals, compiler.limits)
 
 
 def regex_states(guide: Any) -> dict[str, int]:
