@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import warnings
 
 import jsonschema
 import pytest

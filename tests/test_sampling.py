@@ -9,7 +9,6 @@ import jsonschema
 import pytest
 from pydantic import BaseModel, Field
 
-import constrain
 from constrain.integrations.transformers import LogitsProcessor
 from constrain.sampling import coalesce, generate
 
