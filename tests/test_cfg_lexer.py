@@ -13,9 +13,11 @@ import random
 
 import lark
 import numpy as np
+import oracles
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracles import byte_accepts
 
 import constrain
 from constrain.cfg import CFGGuide, compile_grammar
@@ -92,16 +94,7 @@ def guide_for(vocabulary: constrain.Vocabulary, name: str) -> CFGGuide:
 
 
 def lark_accepts(name: str, text: str) -> bool:
-    try:
-        _LARKS[name].parse(text)
-    except lark.exceptions.LarkError:
-        return False
-    return True
-
-
-def byte_accepts(guide: CFGGuide, data: bytes) -> bool:
-    state = guide.feed_bytes(guide.initial_state, data)
-    return state is not None and guide.is_final(state)
+    return oracles.lark_accepts(_LARKS[name], text)
 
 
 @pytest.fixture(scope="module")
