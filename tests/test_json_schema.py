@@ -329,3 +329,13 @@ def test_options_are_checked_by_name_and_value(options: dict, names: str) -> Non
 def test_a_custom_whitespace_regex_of_json_whitespace_is_taken() -> None:
     tree = schema_walk({"type": "array"}, SchemaOptions(whitespace=r"[ \t\n]{0,4}")).tree
     assert LazyDFA(ByteNFA(tree, Limits())).matches(b"[\n\t1, 2 ]")
+
+
+def test_the_docs_example_of_the_specifications_semantics_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "json_schema.md").read_text()
+    block = re.search(r"### Example: the specification's semantics\n.*?```python\n(.*?)```", doc, re.S)
+    assert block, "docs/json_schema.md has the example"
+    exec(compile(block.group(1), "docs/json_schema.md", "exec"), {})
+    assert "x-owner" in capsys.readouterr().out
