@@ -59,12 +59,12 @@ def _leaf_schemas() -> st.SearchStrategy[dict[str, Any]]:
     return st.one_of(
         st.builds(dict, type=st.sampled_from(["null", "boolean", "integer", "number", "string", "array", "object"])),
         st.builds(lambda low, span: {"type": "integer", "minimum": low, "maximum": low + span},
-                  st.integers(-10, 10), st.integers(0, 15)),  # fmt: skip
+                  st.integers(-10, 10), st.integers(-2, 15)),  # fmt: skip
         st.builds(lambda low, strict: {"type": "number", ("exclusiveMinimum" if strict else "minimum"): low},
                   st.sampled_from([-1.5, 0, 0.25, 2]), st.booleans()),  # fmt: skip
         st.builds(lambda step: {"type": "number", "multipleOf": step}, st.sampled_from([0.5, 2, 3, 0.25, 1.5])),
-        st.builds(lambda low, span: {"type": "string", "minLength": low, "maxLength": low + span},
-                  st.integers(0, 2), st.integers(0, 2)),  # fmt: skip
+        st.builds(lambda low, span: {"type": "string", "minLength": low, "maxLength": max(0, low + span)},
+                  st.integers(0, 2), st.integers(-2, 2)),  # fmt: skip
         st.builds(lambda p: {"type": "string", "pattern": p}, st.sampled_from(["^a", "b$", "^[a-c]+$", "1", "^$"])),
         st.builds(lambda values: {"enum": values}, st.lists(_SCALARS, min_size=1, max_size=3)),
         st.builds(lambda value: {"const": value}, _SCALARS),
@@ -80,8 +80,9 @@ def _schemas(exact: bool) -> st.SearchStrategy[dict[str, Any]]:
                 **({} if extra is None else {"additionalProperties": extra})},
                 st.dictionaries(_NAMES, inner, max_size=3), st.lists(_NAMES, max_size=2),
                 st.one_of(st.none(), st.booleans(), inner)),  # fmt: skip
-            st.builds(lambda item, low, span: {"type": "array", "items": item, "minItems": low, "maxItems": low + span},
-                      inner, st.integers(0, 2), st.integers(0, 2)),  # fmt: skip
+            st.builds(lambda item, low, span: {"type": "array", "items": item, "minItems": low,
+                                               "maxItems": max(0, low + span)},
+                      inner, st.integers(0, 2), st.integers(-2, 2)),  # fmt: skip
             st.builds(lambda prefix, item: {"type": "array", "prefixItems": prefix, "items": item},
                       st.lists(inner, min_size=1, max_size=2), st.one_of(st.just(False), inner)),  # fmt: skip
             st.builds(lambda c, low, high: {"type": "array", "contains": c, "minContains": low, "maxContains": high},
@@ -90,8 +91,8 @@ def _schemas(exact: bool) -> st.SearchStrategy[dict[str, Any]]:
             st.builds(lambda branches: {"allOf": branches}, st.lists(inner, min_size=1, max_size=2)),
             st.builds(lambda props, rest: {"properties": props, "unevaluatedProperties": rest},
                       st.dictionaries(_NAMES, inner, max_size=2), st.one_of(st.just(False), inner)),  # fmt: skip
-            st.builds(lambda low, high: {"type": "object", "minProperties": low, "maxProperties": low + high},
-                      st.integers(0, 2), st.integers(0, 2)),  # fmt: skip
+            st.builds(lambda low, high: {"type": "object", "minProperties": low, "maxProperties": max(0, low + high)},
+                      st.integers(0, 2), st.integers(-2, 2)),  # fmt: skip
         ]
         if not exact:
             options += [

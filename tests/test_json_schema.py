@@ -292,6 +292,33 @@ def test_billion_laughs_and_deep_free_values_end_within_the_time_limit(smollm2: 
     assert time.monotonic() - started < 2
 
 
+CONTRADICTIONS = [  # issue #13: each accepted a value that breaks one of its bounds
+    {"type": "string", "minLength": 1, "maxLength": 0},
+    {"allOf": [{"type": "string", "maxLength": 2}, {"minLength": 5}]},
+    {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 2},
+    {"type": "object", "minProperties": 3, "maxProperties": 1},
+    {"type": "object", "required": ["a", "b"], "maxProperties": 1},
+    {"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 1}}, "required": ["a"]},
+    {"type": "integer", "minimum": 5, "maximum": 3},
+]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize("schema", CONTRADICTIONS, ids=range(len(CONTRADICTIONS)))
+def test_contradictory_bounds_are_an_empty_language(smollm2: object, schema: dict, strict: bool) -> None:
+    """Nothing satisfies them: a compile-time EmptyLanguageError, not a guide that drops one bound."""
+    with pytest.raises(constrain.EmptyLanguageError):
+        constrain.Compiler(smollm2).json_schema(schema, strict_properties=strict)
+
+
+def test_an_optional_member_with_contradictory_bounds_is_left_out(smollm2: object) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 1}, "b": {}}}
+    guide = constrain.Compiler(smollm2).json_schema(schema, strict_properties=False)
+    for text, valid in [("{}", True), ('{"b": 1}', True), ('{"a": "x"}', False), ('{"a": "xy"}', False)]:
+        assert accepts(guide, tokenize_continuation(smollm2, text)) is valid, text
+        assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)) is valid
+
+
 FORMAT_SAMPLES = {  # (accepted, refused), spelled as JSON text content; refused ones break the RFC
     "uri-reference": (["http://a.b/c?d#e", "//host/p", "/abs", "rel/x", "#frag", "", "./this:that"],
                       ["1:b", "/a b", "/%zz", "//a@b@c/", "/[::1]"]),

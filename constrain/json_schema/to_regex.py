@@ -1017,6 +1017,8 @@ class _Walker:
             else:
                 self.ignore("format", pointer)  # a format no specification defines is an annotation (7.2.3)
             fmt = None
+        if high is not None and low > high:
+            return NOTHING  # contradictory bounds: no string at all (not a guide that ignores one)
         parts: list[Node] = []
         if low or high is not None:
             parts.append(Repeat(_fragment(STRING_CHAR), low, high))
@@ -1163,6 +1165,8 @@ class _Walker:
             isinstance(v, list) and all(isinstance(n, str) for n in v) for v in dependent.values()
         ):
             raise SchemaError(f"dependentRequired at {pointer} must map names to lists of names")
+        if high is not None and (low > high or len(required) > high):
+            return NOTHING  # contradictory counts: no object at all
         counted = bool(low or high is not None or dependent)
         if counted and self.rule_refs:
             self.unsupported("minProperties" if low else "maxProperties" if high is not None else "dependentRequired",

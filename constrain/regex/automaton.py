@@ -284,6 +284,9 @@ class ByteNFA:
         return enter, exit_
 
     def _repeat(self, node: Repeat) -> tuple[int, int]:
+        if node.high is not None and node.high < node.low:  # contradictory bounds (minLength 1, maxLength 0)
+            entry, exit_ = self._state(), self._state()
+            return entry, exit_  # an empty language: no way from entry to exit
         if node.separator is not None:
             return self._separated(node)
         copies = node.low if node.high is None else node.high
@@ -446,7 +449,7 @@ class ByteNFA:
         n = len(node.items)
         if len(node.required) > (node.max_count if node.max_count is not None else n) or (
             node.extra is None and node.min_count > n
-        ):
+        ) or (node.max_count is not None and node.min_count > node.max_count):
             entry, exit_ = self._state(), self._state()
             return entry, exit_  # the bounds exclude every object: no way through
         base = len(self.edges)
