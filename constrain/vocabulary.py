@@ -76,6 +76,12 @@ class Vocabulary:
         for eos in self.eos_token_ids:
             if not 0 <= eos < self.size:
                 raise VocabularyError(f"EOS id {eos} is outside the vocabulary (size {self.size})")
+            if eos < len(self.token_bytes) and self.token_bytes[eos] is not None:
+                # Otherwise a guide would allow it as text mid-sequence, where it ends the sequence.
+                raise VocabularyError(
+                    f"EOS id {eos} also has text bytes {self.token_bytes[eos]!r}; an end-of-sequence id is "
+                    "never text: set its token_bytes entry to None"
+                )
 
     # ------------------------------------------------------------------ construction
 
