@@ -65,7 +65,7 @@ def _leaf_schemas() -> st.SearchStrategy[dict[str, Any]]:
         st.builds(lambda step: {"type": "number", "multipleOf": step}, st.sampled_from([0.5, 2, 3, 0.25, 1.5])),
         st.builds(lambda low, span: {"type": "string", "minLength": low, "maxLength": max(0, low + span)},
                   st.integers(0, 2), st.integers(-2, 2)),  # fmt: skip
-        st.builds(lambda p: {"type": "string", "pattern": p}, st.sampled_from(["^a", "b$", "^[a-c]+$", "1", "^$"])),
+        st.builds(lambda p: {"type": "string", "pattern": p}, st.sampled_from(["^a", "b$", "^[a-c]+$", "1", "^$", "^[^a]$", "^.{2}$", "\\W", "^[^\"]+$"])),
         st.builds(lambda values: {"enum": values}, st.lists(_SCALARS, min_size=1, max_size=3)),
         st.builds(lambda value: {"const": value}, _SCALARS),
         st.just({}),

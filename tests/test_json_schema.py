@@ -292,6 +292,17 @@ def test_billion_laughs_and_deep_free_values_end_within_the_time_limit(smollm2: 
     assert time.monotonic() - started < 2
 
 
+@pytest.mark.parametrize("pattern", ["^[^a]$", "^.$", r"^\W$", r"^\D$", "^[^\"]$", r"^[^\\]$", "^[^\n]$"])
+def test_negated_classes_in_patterns_write_controls_escaped(pattern: str) -> None:
+    """A pattern's character is written as JSON writes it: a control character escaped, never raw
+    (negated classes and '.' let raw 0x00-0x1F bytes through, which no JSON parser reads)."""
+    dfa = LazyDFA(ByteNFA(schema_walk({"type": "string", "pattern": pattern}, SchemaOptions()).tree, Limits()))
+    for code in range(0x20):
+        assert not dfa.matches(b'"' + bytes([code]) + b'"'), hex(code)
+        escaped = json.dumps(chr(code)).encode()
+        assert dfa.matches(escaped) is bool(re.search(pattern, chr(code))), (hex(code), escaped)
+
+
 CONTRADICTIONS = [  # issue #13: each accepted a value that breaks one of its bounds
     {"type": "string", "minLength": 1, "maxLength": 0},
     {"allOf": [{"type": "string", "maxLength": 2}, {"minLength": 5}]},

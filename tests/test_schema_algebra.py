@@ -23,7 +23,7 @@ from constrain.testing import accepts, random_walk, token_text, tokenize_continu
 
 BANK = [
     None, True, False, 0, 1, -1, 2, 1.5, 3, 8, 16, 24, 100, 0.5, -0.5, 1.1, 1.2, 2.25, -1.1, -2.5, 4.5, 0.3, 7.5,
-    0.0001, 12.34, "", "a", "b", "ab", "ba", "99", "x99y", "abc", "01", "07",
+    0.0001, 12.34, -0.0, "", "a", "b", "ab", "ba", "99", "x99y", "abc", "01", "07",
     [], [1], [1, 2], ["a"], [1, "a"], [1, 1, "a"], [2, 2, 2], ["a", 1, "b"], [1, "a", "b", "c"], {}, {"a": 1}, {"a": "x"}, {"b": 1}, {"a": 1, "b": 2}, {"b": 2, "a": 1},
     {"x-a": 1}, {"x-b": "s"}, {"q1": "ab"}, {"q1": "abc"}, {"error": 1}, {"x": 1, "error": 2}, {"1": [1, 2]},
     {"a": 1, "c": 3}, {"a": 1, "b": 2, "c": 3},
@@ -37,6 +37,8 @@ CASES = {
     "not-pattern": ({"type": "string", "not": {"pattern": "99"}}, ["a", "abc"]),
     "not-enum": ({"not": {"enum": [1, "a", None]}}, [2, "b", True]),
     "not-not": ({"not": {"not": {"type": "string"}}}, ["a", ""]),
+    "not-minimum-zero": ({"not": {"minimum": 0}}, [-1, -0.5]),  # -0 is zero: it got through
+    "not-maximum-zero": ({"not": {"type": "integer", "minimum": -3, "maximum": 0}}, [1, -4, "a"]),
     "oneOf-overlap": ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, [1, 0, "a"]),
     "oneOf-required": ({"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}, [{"a": 1}, {"b": 1}]),
     "json-equality": ({"allOf": [{"const": True}, {"const": 1}]}, []),
@@ -85,7 +87,42 @@ CASES = {
     "unevaluatedItems-contains": ({"contains": {"type": "integer"}, "unevaluatedItems": {"const": "a"}},
                                   [[1], [1, 2], [1, "a"], [1, 1, "a"]]),  # fmt: skip
     "small-step": ({"type": "number", "multipleOf": 0.0001}, [0.0001, 12.34, 1, 0.5]),
+    # a tag tells objects apart only: "a", 1 and [] satisfy both branches (was accepted)
+    "oneOf-untyped-tags": ({"oneOf": [{"required": ["a"], "properties": {"a": {"const": 1}}},
+                                      {"required": ["a"], "properties": {"a": {"const": 2}}}]},
+                           [{"a": 1}]),  # fmt: skip
+    "oneOf-integer-number": ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, [1.5, 0.5, -2.5]),
+    "oneOf-const-types": ({"oneOf": [{"const": 1.0}, {"type": "string"}, {"type": ["array", "boolean"]}]},
+                          [1, "a", [], True, ""]),  # fmt: skip
+    "oneOf-tags-through-refs": ({
+        "$defs": {"base": {"type": "object", "properties": {"b": {"type": "integer"}}}},
+        "oneOf": [{"allOf": [{"$ref": "#/$defs/base"}, {"properties": {"a": {"const": 1}}, "required": ["a"]}]},
+                  {"allOf": [{"$ref": "#/$defs/base"}, {"properties": {"a": {"enum": [2, "x"]}}}]}],
+    }, [{"a": 1}, {"a": 1, "b": 2}, {"b": 1}, {}, {"a": 2}]),  # fmt: skip
 }
+
+# A key written with an escape is the same key to a parser: the supersets that not, oneOf and
+# dependentSchemas subtract know keys as json.dumps spells them, so free-form keys are spelled so too.
+ESCAPED_KEYS = [
+    ({"not": {"required": ["a"]}}, '{"\\u0061": 1}'),
+    ({"properties": {"x": {"not": {"minProperties": 1}}}}, '{"x": {"\\/": 1}}'),
+    ({"dependentSchemas": {"a": False}}, '{"\\u0061": null}'),
+    ({"dependentSchemas": {"a": False}}, '{"\\u0062": 1, "a": null}'),
+    ({"dependentSchemas": {"a": {"propertyNames": {"maxLength": 1}}}}, '{"a": 0, "\\u00781": 0}'),
+    ({"not": {"$ref": "#/$defs/d"}, "$defs": {"d": {"exclusiveMinimum": 0}}}, '{"\\u0061": ""}'),
+]
+
+
+@pytest.mark.parametrize("schema,text", ESCAPED_KEYS)
+def test_escaped_keys_do_not_slip_past_a_subtracted_schema(schema: dict, text: str) -> None:
+    assert not ExactValidator(schema).is_valid(json.loads(text))
+    for spec in (False, True):
+        dfa = LazyDFA(ByteNFA(schema_walk(schema, SchemaOptions(strict_properties=not spec)).tree, Limits()))
+        assert not dfa.matches(text.encode()), (spec, text)
+
+
+# oneOf schemas whose branches the walker proves pairwise disjoint: an anyOf, no difference built
+DISJOINT = ["oneOf-const-types", "oneOf-tags-through-refs"]
 
 
 
@@ -108,6 +145,21 @@ def test_byte_automaton_is_sound_and_accepts_the_expected(name: str) -> None:
             for value in expected:
                 assert validator.is_valid(value)
                 assert dfa.matches(json.dumps(value).encode()), f"{name}: rejected valid {value!r}"
+
+
+@pytest.mark.parametrize("name", DISJOINT)
+def test_disjoint_branches_need_no_difference(name: str) -> None:
+    from constrain.regex.tree import Difference
+
+    def differences(node: object) -> int:
+        found = isinstance(node, Difference)
+        children = getattr(node, "__dataclass_fields__", {})
+        return found + sum(differences(c) for f in children for c in _children(getattr(node, f)))
+
+    def _children(value: object) -> list[object]:
+        return list(value) if isinstance(value, tuple) else [value]
+
+    assert differences(schema_walk(CASES[name][0], SchemaOptions(strict_properties=False)).tree) == 0
 
 
 @pytest.mark.parametrize("name", ["not-pattern", "oneOf-overlap", "patternProperties", "min-max-dependent",

@@ -759,52 +759,75 @@ class _Walker:
         branches = schema.pop(keyword)
         if not isinstance(branches, list) or not branches:
             raise SchemaError(f"{keyword} at {pointer} must be a non-empty list")
-        # exactly one branch: each branch minus (supersets of) the others, unless they cannot overlap
-        # (a superset of oneOf is anyOf)
-        exclusive = keyword == "oneOf" and len(branches) > 1 and not self.over and not self.disjoint(branches, pointer)
-        others = [self.superset().node(b, f"{pointer}/oneOf/{i}") for i, b in enumerate(branches)] if exclusive else []
         # S ∧ (A ∨ B) = (S ∧ A) ∨ (S ∧ B): siblings move into every branch.
+        combined = [{"allOf": [schema, branch]} if schema else branch for branch in branches]
+        # oneOf, exactly one branch: each branch minus (supersets of) the others it may overlap
+        # (a superset of oneOf is anyOf); a pair known to be disjoint needs no difference.
+        overlaps: list[list[int]] = [[] for _ in branches]
+        if keyword == "oneOf" and len(branches) > 1 and not self.over:
+            facts = [self.facts(b, f"{pointer}/oneOf/{i}") for i, b in enumerate(combined)]
+            for i, j in itertools.combinations(range(len(branches)), 2):
+                if not facts[i].disjoint(facts[j]):
+                    overlaps[i].append(j)
+                    overlaps[j].append(i)
+        supersets: dict[int, Node] = {}
         options = []
-        for i, branch in enumerate(branches):
-            combined = {"allOf": [schema, branch]} if schema else branch
-            option = self.node(combined, f"{pointer}/{keyword}/{i}")
-            minus = tuple(o for j, o in enumerate(others) if j != i and o != NOTHING)
-            options.append(Difference(option, minus) if minus and option != NOTHING else option)
+        for i, branch in enumerate(combined):
+            option = self.node(branch, f"{pointer}/{keyword}/{i}")
+            minus = []
+            for j in overlaps[i] if option != NOTHING else ():
+                if j not in supersets:
+                    supersets[j] = self.superset().node(branches[j], f"{pointer}/oneOf/{j}")
+                if supersets[j] != NOTHING:
+                    minus.append(supersets[j])
+            options.append(Difference(option, tuple(minus)) if minus else option)
         return alt(*options)
 
-    def disjoint(self, branches: list[Any], pointer: str) -> bool:
-        """Branches are known not to overlap: each has one distinct type, all are distinct
-        consts, or all are objects requiring one property (a discriminator) with distinct consts."""
-        resolved = [self.deref(b, pointer) for b in branches]
-        if not all(isinstance(b, dict) for b in resolved):
-            return False
-        consts = [_json_key(b["const"]) if "const" in b else None for b in resolved]
-        if None not in consts and len(set(consts)) == len(consts):
-            return True
-        if self.discriminated(resolved, pointer):
-            return True
-        types = [b.get("type") for b in resolved]
-        if not all(isinstance(t, str) for t in types):
-            return False
-        numeric = [t for t in types if t in ("number", "integer")]
-        return len(set(types)) == len(types) and len(numeric) <= 1
-
-    def discriminated(self, branches: list[dict[str, Any]], pointer: str) -> bool:
-        """A tagged union: some property is required by every branch with a different const each."""
-        names = set.intersection(*(set(b.get("required", [])) for b in branches))
-        for name in names:
-            tags = []
-            for branch in branches:
-                tag = self.deref(branch.get("properties", {}).get(name), pointer)
-                if isinstance(tag, dict) and "enum" in tag and len(tag["enum"]) == 1:
-                    tag = {"const": tag["enum"][0]}
-                if not (isinstance(tag, dict) and "const" in tag):
-                    break
-                tags.append(_json_key(tag["const"]))
-            else:
-                if len(set(tags)) == len(tags):
-                    return True
-        return False
+    def facts(self, schema: Any, pointer: str, depth: int = 0, base: str | None = None) -> "_Facts":
+        """What every instance of ``schema`` must satisfy, read from a few keywords through
+        ``allOf`` and ``$ref``: enough to prove two ``oneOf`` branches disjoint. A keyword
+        it does not read only makes the facts weaker (fewer pairs proved disjoint), never wrong."""
+        if schema is False:
+            return _Facts(empty=True)
+        if not isinstance(schema, dict) or depth > 16:
+            return _Facts()
+        base = self.refs.base_of(schema, self.base if base is None else base)
+        found = _Facts()
+        names = [schema["type"]] if isinstance(schema.get("type"), str) else schema.get("type")
+        if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+            found = found.meet(_Facts(types=frozenset().union(*(_expand_type(n) for n in names if isinstance(n, str)))))
+        if "const" in schema:
+            found = found.meet(_Facts(values=frozenset([_json_key(schema["const"])]),
+                                      value_types=frozenset([_json_type(schema["const"])])))  # fmt: skip
+        if isinstance(schema.get("enum"), list):
+            enum = schema["enum"]
+            found = found.meet(_Facts(values=frozenset(_json_key(v) for v in enum),
+                                      value_types=frozenset(_json_type(v) for v in enum)))  # fmt: skip
+        required = schema.get("required")
+        properties = schema.get("properties")
+        tags: dict[str, frozenset[str]] = {}
+        if isinstance(properties, dict):
+            for name, sub in properties.items():
+                try:
+                    sub = self.deref(sub, pointer)
+                except ConstrainError:
+                    continue
+                if isinstance(sub, dict) and "const" in sub:
+                    tags[name] = frozenset([_json_key(sub["const"])])
+                elif isinstance(sub, dict) and isinstance(sub.get("enum"), list):
+                    tags[name] = frozenset(_json_key(v) for v in sub["enum"])
+        if isinstance(required, list) or tags:
+            names = frozenset(n for n in required if isinstance(n, str)) if isinstance(required, list) else frozenset()
+            found = found.meet(_Facts(required=names, tags=tags))
+        for sub in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
+            found = found.meet(self.facts(sub, pointer, depth + 1, base))
+        if isinstance(schema.get("$ref"), str):
+            try:
+                target, there = self.locate(self.refs.absolute(schema["$ref"], base), schema["$ref"], pointer)
+            except ConstrainError:
+                return found
+            found = found.meet(self.facts(target, pointer, depth + 1, there))
+        return found
 
     def negation(self, schema: dict[str, Any], pointer: str) -> Node:
         """``not``: the siblings' texts minus a superset of the negated schema's texts (exact where that is)."""
@@ -1277,15 +1300,20 @@ class _Walker:
         by any text at all.
         """
         scalar = alt(_fragment(f'"{STRING_CHAR}*"'), _fragment(NUMBER), _fragment(BOOLEAN), _fragment(NULL))
+        # Keys are spelled as json.dumps spells them, as declared names are: a key written with
+        # an escape ("\u0061" for "a") would be the same key to a parser but another text to
+        # the supersets that `not`, `oneOf` and dependentSchemas subtract. Values keep every
+        # spelling: a superset of a value lists its other spellings.
+        key = seq(literal('"'), _CANONICAL_TEXT, literal('"'))
         if self.options.any_value_depth is None and not self.over:
             inner = alt(scalar, _HOLE)
             array = self.wrap("[", Repeat(inner, 0, None, self.sep), "]")
-            obj = self.wrap("{", Repeat(seq(_fragment(f'"{STRING_CHAR}*"'), self.colon, inner), 0, None, self.sep), "}")
+            obj = self.wrap("{", Repeat(seq(key, self.colon, inner), 0, None, self.sep), "}")
             return Nested(alt(scalar, array, obj))
         level = alt(scalar, seq(literal("["), _ANY_TEXT), seq(literal("{"), _ANY_TEXT)) if self.over else scalar
         for _ in range(self.options.any_value_depth or 0):  # a superset needs no levels: "[" then anything
             array = self.wrap("[", Repeat(level, 0, None, self.sep), "]")
-            member = seq(_fragment(f'"{STRING_CHAR}*"'), self.colon, level)
+            member = seq(key, self.colon, level)
             obj = self.wrap("{", Repeat(member, 0, None, self.sep), "}")
             level = alt(scalar, array, obj)
         return level
@@ -1367,9 +1395,10 @@ _TAKE_MIN = frozenset({"maximum", "exclusiveMaximum", "maxLength", "maxItems", "
 
 #: Any text at all: a superset of every JSON value, however deep.
 _ANY_TEXT = Repeat(CharSet(((0, 0x10FFFF),)), 0, None)
-# Number spellings a bounded or integer regex leaves out: exponents, and texts long enough
-# (16+ digits) that json.loads rounds them to a float of another value.
-_LOOSE_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]+|-?[0-9][0-9.]{15,}"
+# Number spellings a bounded or integer regex leaves out: exponents, texts long enough (16+
+# digits) that json.loads rounds them to a float of another value, and -0 (zero, whatever the
+# bounds say of zero). A superset of numbers adds them all.
+_LOOSE_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]+|-?[0-9][0-9.]{15,}|-0(?:\.0+)?"
 # A string holding an escape json.dumps would not write (\/ or any \u): another spelling.
 _ESCAPED_STRING = (
     rf'"{STRING_CHAR}*(?:\\/|\\u(?:[0-9a-cA-CeEfF][0-9a-fA-F]{{3}}|[dD][0-7][0-9a-fA-F]{{2}})'
@@ -1580,6 +1609,72 @@ def _count(value: Any, keyword: str, pointer: str) -> Any:
     return int(value)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Facts:
+    """Necessary conditions of a schema (see ``_Walker.facts``); None: not known.
+
+    ``types`` holds the JSON types an instance may have (``number`` admits integers too),
+    ``values`` the JSON keys of the only values allowed, ``tags`` the
+    keys a property's value must have when present, ``required`` names that must be
+    present in an object.
+    """
+
+    empty: bool = False
+    types: frozenset[str] | None = None
+    values: frozenset[str] | None = None
+    value_types: frozenset[str] | None = None
+    required: frozenset[str] = frozenset()
+    tags: dict[str, frozenset[str]] | None = None
+
+    def meet(self, other: "_Facts") -> "_Facts":
+        """The facts of both schemas at once (an ``allOf``)."""
+        def both(a: Any, b: Any) -> Any:
+            return b if a is None else a if b is None else a & b
+
+        tags = dict(self.tags or {})
+        for name, keys in (other.tags or {}).items():
+            tags[name] = tags[name] & keys if name in tags else keys
+        return _Facts(self.empty or other.empty, both(self.types, other.types), both(self.values, other.values),
+                      both(self.value_types, other.value_types), self.required | other.required, tags or None)
+
+    def admitted(self) -> frozenset[str] | None:
+        """The JSON types an instance may have, or None for any."""
+        kinds = self.types
+        if self.value_types is not None:
+            kinds = self.value_types if kinds is None else kinds & self.value_types
+        return kinds
+
+    def disjoint(self, other: "_Facts") -> bool:
+        """No instance satisfies both: proved by types, by values, or by a tag property."""
+        if self.empty or other.empty:
+            return True
+        mine, theirs = self.admitted(), other.admitted()
+        if mine is not None and theirs is not None and not mine & theirs:
+            return True
+        if self.values is not None and other.values is not None and not self.values & other.values:
+            return True
+        # A tag tells objects apart only: a non-object satisfies required and properties alike.
+        if (mine is not None and mine <= {"object"}) or (theirs is not None and theirs <= {"object"}):
+            for one, two in ((self, other), (other, self)):
+                for name in one.required:
+                    if name in (one.tags or {}) and name in (two.tags or {}) and not one.tags[name] & two.tags[name]:  # type: ignore[index]
+                        return True
+        return False
+
+
+def _expand_type(name: str) -> frozenset[str]:
+    return frozenset({"number", "integer"}) if name == "number" else frozenset({name})
+
+
+def _json_type(value: Any) -> str:
+    """The JSON Schema type of a value (``1.0`` is an integer, ``true`` is not)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    return {float: "number", str: "string", list: "array", dict: "object", type(None): "null"}.get(type(value), "?")
+
+
 def _json_key(value: Any) -> str:
     """A text equal for JSON-equal values: ``1`` and ``1.0`` alike, ``true`` and ``1`` not, keys unordered."""
 
@@ -1696,9 +1791,12 @@ def _other_key(names: list[str]) -> Node:
 
 
 def _subtract(ranges: tuple[tuple[int, int], ...], points: list[int]) -> tuple[tuple[int, int], ...]:
+    """``ranges`` without ``points``; the points are taken in ascending order whatever their order here
+    (unsorted, a range kept every point below the first one it cut at: raw control bytes in a string)."""
     out = []
+    ordered = sorted(set(points))
     for lo, hi in ranges:
-        for p in points:
+        for p in ordered:
             if lo <= p <= hi:
                 if lo < p:
                     out.append((lo, p - 1))

@@ -22,6 +22,8 @@ that carries the product's state id in its counter stack (see ``LazyDFA``).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 import time
 from collections import deque
@@ -154,22 +156,38 @@ class ProductDFA:
             return False
         deadline = time.monotonic() + self.timeout_s if deadline is None else deadline
         parent: dict[Tuple, Tuple | None] = {states: None}
-        queue = deque([states])
+        # Any accepting tuple proves liveness, and an exhausted search is the same set in any
+        # order, so the order only decides how soon a witness turns up. A difference is free
+        # of search once every subtracted part has died, so its search goes first where the
+        # fewest subtracted parts are still alive (a oneOf over overlapping objects: into the
+        # member that tells the branches apart, not down the first long string), deepest first
+        # among equals. An intersection dives depth first where the parts are finite (breadth
+        # first expands every shallow tuple of a wide object first). Where a part nests without
+        # bound the search goes breadth first, to stay near the surface: it has a budget, and
+        # only a search that stays shallow finds the witnesses a budget leaves time for.
+        tick = itertools.count()
+        best_first = self.subtract and not self.unbounded
+        if best_first:
+            queue: list[tuple[int, int, Tuple]] = [(0, 0, states)]
+        else:
+            plain = deque([states])
         found: Tuple | None = None
-        while queue:
-            # Depth first where the parts are finite: any accepting tuple proves liveness, and
-            # diving finds one after a few bytes where breadth first expands every shallow
-            # tuple first (thousands, in products of wide objects); an exhausted search is
-            # the same set either way. With a part that nests without bound, breadth first
-            # keeps the search near the surface.
-            current = queue.popleft() if self.unbounded else queue.pop()
+        while queue if best_first else plain:
+            if best_first:
+                current = heapq.heappop(queue)[2]
+            else:
+                current = plain.popleft() if self.unbounded else plain.pop()
             if current in self._live or self._accepts(current) or self._free(current):
                 found = current
                 break
             for successor in self._successors(current)[1]:
                 if successor not in parent and successor not in self._dead:
                     parent[successor] = current
-                    queue.append(successor)
+                    if best_first:
+                        alive = sum(s != DEAD for s in successor[1:])
+                        heapq.heappush(queue, (alive, -next(tick), successor))
+                    else:
+                        plain.append(successor)
             if self.unbounded and len(parent) > _SEARCH_BUDGET:
                 # Past the budget a part may nest forever without ever agreeing with the others
                 # (any value minus arrays, after "["), so the search cannot end by exhaustion:

@@ -84,9 +84,14 @@ class ByteNFA:
     """
 
     def __init__(
-        self, tree: Node, limits: Limits, alphabet: bytes = b"\x01" * 256, *, deadline: float | None = None
+        self, tree: Node, limits: Limits, alphabet: bytes = b"\x01" * 256, *, deadline: float | None = None,
+        parts: dict[tuple[int, bytes], tuple[Node, "LazyDFA"]] | None = None,
     ) -> None:
         self.limits = limits
+        #: The automata of product parts and nested levels built so far, by node identity,
+        #: shared with the automata built inside them: a ``oneOf`` subtracts each branch
+        #: from every other, so one branch is a part of n - 1 differences but built once.
+        self._parts: dict[tuple[int, bytes], tuple[Node, LazyDFA]] = {} if parts is None else parts
         self._deadline = time.monotonic() + limits.timeout_s if deadline is None else deadline
         self._alphabet = alphabet
         self._runs = byte_runs(alphabet)
@@ -251,18 +256,25 @@ class ByteNFA:
         if isinstance(node, Multiple):
             return self._multiple(node.step, node.scale)
         if isinstance(node, Nested):  # the level keeps every byte: its holes are 0x00 edges
-            level = LazyDFA(ByteNFA(node.level, self.limits, deadline=self._deadline))
+            level = LazyDFA(ByteNFA(node.level, self.limits, deadline=self._deadline, parts=self._parts))
             return self._embed(NestedDFA(level, max_states=self.limits.max_dfa_states,
                                          max_depth=self.limits.max_parser_stack))  # fmt: skip
         if isinstance(node, (Intersect, Difference)):
             parts = node.parts if isinstance(node, Intersect) else (node.base, *node.minus)
-            automata: list[Automaton] = [
-                LazyDFA(ByteNFA(part, self.limits, self._alphabet, deadline=self._deadline)) for part in parts
-            ]
+            automata: list[Automaton] = [self._part(part) for part in parts]
             product = ProductDFA(automata, subtract=isinstance(node, Difference), max_states=self.limits.max_dfa_states,
                                  timeout_s=self.limits.timeout_s, deadline=self._deadline)  # fmt: skip
             return self._embed(product)
         raise TypeError(f"unknown regex node {node!r}")
+
+    def _part(self, node: Node) -> "LazyDFA":
+        """The lazy automaton of one part of an intersection or difference (built once per node)."""
+        key = (id(node), self._alphabet)
+        known = self._parts.get(key)
+        if known is None:
+            dfa = LazyDFA(ByteNFA(node, self.limits, self._alphabet, deadline=self._deadline, parts=self._parts))
+            known = self._parts[key] = (node, dfa)  # the node is kept: its id stays its own
+        return known[1]
 
     def _embed(self, automaton: Automaton) -> tuple[int, int]:
         """One state that runs ``automaton``: its state rides on the counter stack.
