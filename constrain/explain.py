@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import TokenRejected
+from .errors import ConfigurationError, TokenRejected
 from .regex.automaton import DEAD
 from .regex.guide import RegexGuide
 
@@ -92,7 +92,7 @@ def explain(
                 for s in explored]  # fmt: skip
     if text is not None and token_ids is None:
         if tokenizer is None:
-            raise ValueError("explain(text=...) needs the tokenizer that spells the text")
+            raise ConfigurationError("explain(text=...) needs the tokenizer that spells the text: pass tokenizer=...")
         from .testing import tokenize_continuation
 
         token_ids = tokenize_continuation(tokenizer, text)

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import pytest
 
 import constrain
+from constrain.explain import explain
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,8 @@ CASES: dict[str, tuple[Callable[[constrain.Compiler], Any], type[constrain.Const
     "no tokenizer": (lambda c: constrain.Compiler(None), constrain.ConfigurationError, "tokenizer"),
     "limits of another type": (lambda c: constrain.Compiler(c.vocabulary, limits="fast"),
                                constrain.ConfigurationError, "Limits"),
+    "explain text without tokenizer": (lambda c: explain(c.regex("a"), text="a"), constrain.ConfigurationError,
+                                       "tokenizer"),
     "EOS id with text bytes": (lambda c: constrain.Vocabulary((b"a", b"b"), frozenset({1}), 2),
                                constrain.VocabularyError, "EOS id 1 also has text"),
 }  # fmt: skip
