@@ -103,7 +103,7 @@ CASES = {
 
 # A key written with an escape is the same key to a parser: the supersets that not, oneOf and
 # dependentSchemas subtract know keys as json.dumps spells them, so free-form keys are spelled so too.
-ESCAPED_KEYS = [
+KEY_SPELLINGS = [
     ({"not": {"required": ["a"]}}, '{"\\u0061": 1}'),
     ({"properties": {"x": {"not": {"minProperties": 1}}}}, '{"x": {"\\/": 1}}'),
     ({"dependentSchemas": {"a": False}}, '{"\\u0061": null}'),
@@ -113,8 +113,20 @@ ESCAPED_KEYS = [
 ]
 
 
-@pytest.mark.parametrize("schema,text", ESCAPED_KEYS)
-def test_escaped_keys_do_not_slip_past_a_subtracted_schema(schema: dict, text: str) -> None:
+# A repeated key parses to its last value: the supersets subtracted by not, oneOf and
+# dependentSchemas hold texts that repeat a key (each was accepted, all invalid).
+KEY_SPELLINGS += [
+    ({"not": {"required": ["a"]}}, '{"a": 1, "a": 2}'),
+    ({"not": {"properties": {"z": {"const": 1}}}}, '{"z": 2, "z": 1}'),
+    ({"not": {"properties": {"a": True}, "maxProperties": 1}}, '{"a": 1, "a": 2}'),
+    ({"oneOf": [{"required": ["a"]}, {"properties": {"a": {"const": 1}}}]}, '{"a": 2, "a": 1}'),
+    ({"dependentSchemas": {"a": False}}, '{"a": 1, "a": 2}'),
+    ({"dependentSchemas": {"a": False}}, '{"b": 1, "a": 2, "a": 3}'),
+]
+
+
+@pytest.mark.parametrize("schema,text", KEY_SPELLINGS)
+def test_escaped_or_repeated_keys_do_not_slip_past_a_subtracted_schema(schema: dict, text: str) -> None:
     assert not ExactValidator(schema).is_valid(json.loads(text))
     for spec in (False, True):
         dfa = LazyDFA(ByteNFA(schema_walk(schema, SchemaOptions(strict_properties=not spec)).tree, Limits()))

@@ -1190,6 +1190,8 @@ class _Walker:
             raise SchemaError(f"dependentRequired at {pointer} must map names to lists of names")
         if high is not None and (low > high or len(required) > high):
             return NOTHING  # contradictory counts: no object at all
+        if self.over and (properties or required):
+            high = None  # a text that repeats a declared key holds more members than its value
         counted = bool(low or high is not None or dependent)
         if counted and self.rule_refs:
             self.unsupported("minProperties" if low else "maxProperties" if high is not None else "dependentRequired",
@@ -1228,6 +1230,8 @@ class _Walker:
             members.append((seq(literal(json.dumps(name, ensure_ascii=False)), self.colon, value), name in required, name))
         declared = list(dict.fromkeys([*properties, *required]))
         extra = self.extra_members(declared, keys, additional, names_node, pointer)
+        if self.over:
+            extra = self.repeated_keys(declared, names_check, extra)
         if not (self.any_order or counted):
             return self.wrap("{", Members(tuple((m, r) for m, r, _ in members), self.sep, extra), "}")
         present = {name for _, _, name in members}
@@ -1247,6 +1251,24 @@ class _Walker:
         """A ``patternProperties`` pattern as key content in its canonical spelling, and its automaton."""
         content = Intersect((self.string_pattern(pattern, pointer), _CANONICAL_TEXT))
         return content, LazyDFA(ByteNFA(content, self.limits))
+
+    def repeated_keys(self, declared: list[str], names_check: LazyDFA | None, extra: Node | None) -> Node | None:
+        """A superset's members also repeat declared keys, with any value.
+
+        A parser keeps a repeated key's last value (``json.loads`` does), so
+        ``{"a": 1, "a": 2}`` is ``{"a": 2}``, and a superset must hold it wherever it holds
+        ``{"a": 2}``: the tracked member ``a`` is then the last one, and each earlier ``a`` is
+        an untracked member with any value. Undeclared keys repeat as extra members, each
+        value checked: taking any value there would make ``not`` around
+        ``additionalProperties`` or ``patternProperties`` refuse every object with an extra
+        member, so a repeated undeclared key with a bad earlier value stays a known gap.
+        """
+        spelled = [json.dumps(n, ensure_ascii=False) for n in declared]
+        allowed = [s for s in spelled if names_check is None or names_check.matches(s.encode())]
+        if not allowed:
+            return extra
+        again = seq(Literals(tuple(s.encode() for s in allowed)), self.colon, self.node(True, ""))
+        return again if extra is None else alt(extra, again)
 
     def extra_members(
         self, declared: list[str], keys: list[tuple[tuple[Node, LazyDFA], Any, str]], additional: Any,
