@@ -45,6 +45,10 @@ CASES: dict[str, tuple[Callable[[constrain.Compiler], Any], type[constrain.Const
                                constrain.ConfigurationError, "Limits"),
     "explain text without tokenizer": (lambda c: explain(c.regex("a"), text="a"), constrain.ConfigurationError,
                                        "tokenizer"),
+    "lone surrogate const": (lambda c: c.json_schema('{"enum": ["\\udfff", 1]}'), constrain.SchemaError,
+                             "lone surrogate"),
+    "lone surrogate name": (lambda c: c.json_schema('{"required": ["\\ud800"]}'), constrain.SchemaError,
+                            "lone surrogate"),
     "EOS id with text bytes": (lambda c: constrain.Vocabulary((b"a", b"b"), frozenset({1}), 2),
                                constrain.VocabularyError, "EOS id 1 also has text"),
 }  # fmt: skip

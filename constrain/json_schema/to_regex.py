@@ -245,6 +245,10 @@ def schema_walk(
             "max_schema_depth", walker.limits.max_schema_depth,
             "the schema nests too deeply for the walk; lower Limits.max_schema_depth or flatten the schema",
         ) from None
+    except UnicodeEncodeError as exc:  # a const, enum value or name "\ud800": valid JSON text, no UTF-8
+        surrogate = ascii(exc.object[exc.start : exc.end])
+        raise SchemaError(f"a string the guide would write holds a lone surrogate ({surrogate}), which no UTF-8 "
+                          "text can spell") from None  # fmt: skip
     if walker.dropped:
         listed = ", ".join(f"{k} at {p}" for k, p in walker.dropped)
         warnings.warn(f"lenient mode dropped keywords the regex cannot enforce: {listed}", stacklevel=3)
