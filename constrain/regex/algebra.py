@@ -133,13 +133,26 @@ class ProductDFA:
             return cached
         rows = np.stack([p.row(s) if s != DEAD else _DEAD_ROW for p, s in zip(self.parts, states)])
         alive = rows[0] != DEAD if self.subtract else (rows != DEAD).all(axis=0)
-        columns = np.full(256, 0, dtype=np.int32)
+        # Bytes come in runs with one successor tuple (a letter range, a digit range): name
+        # each run's tuple once, in byte order, instead of sorting all 256 columns (np.unique
+        # over axis 0 cost half of a cold product walk).
+        starts = np.flatnonzero(np.concatenate(([True], (rows[:, 1:] != rows[:, :-1]).any(axis=0))))
+        lengths = np.diff(np.append(starts, 256))
         successors: list[Tuple] = []
-        if alive.any():
-            unique, inverse = np.unique(rows[:, alive].T, axis=0, return_inverse=True)
-            successors = [tuple(u) for u in unique.tolist()]
-            columns[alive] = inverse.reshape(-1)
-        columns[~alive] = len(successors)
+        named: dict[Tuple, int] = {}
+        run_ids = []
+        for column, live in zip(rows[:, starts].T.tolist(), alive[starts].tolist()):
+            if not live:
+                run_ids.append(-1)
+                continue
+            key = tuple(column)
+            if key not in named:
+                named[key] = len(successors)
+                successors.append(key)
+            run_ids.append(named[key])
+        ids = np.array(run_ids, dtype=np.int32)
+        ids[ids < 0] = len(successors)
+        columns = np.repeat(ids, lengths)
         self._raw[states] = (columns, successors)
         if len(self._raw) > self.max_states:
             raise LimitExceededError(
