@@ -292,7 +292,7 @@ def test_billion_laughs_and_deep_free_values_end_within_the_time_limit(smollm2: 
     assert time.monotonic() - started < 2
 
 
-@pytest.mark.parametrize("pattern", ["^[^a]$", "^.$", r"^\W$", r"^\D$", "^[^\"]$", r"^[^\\]$", "^[^\n]$"])
+@pytest.mark.parametrize("pattern", ["^[^a]$", "^.{2,}$", r"^\W$", r"^\D$", "^[^\"]$", r"^[^\\]$", "^[^\n]$"])
 def test_negated_classes_in_patterns_write_controls_escaped(pattern: str) -> None:
     """A pattern's character is written as JSON writes it: a control character escaped, never raw
     (negated classes and '.' let raw 0x00-0x1F bytes through, which no JSON parser reads)."""
@@ -301,6 +301,22 @@ def test_negated_classes_in_patterns_write_controls_escaped(pattern: str) -> Non
         assert not dfa.matches(b'"' + bytes([code]) + b'"'), hex(code)
         escaped = json.dumps(chr(code)).encode()
         assert dfa.matches(escaped) is bool(re.search(pattern, chr(code))), (hex(code), escaped)
+
+
+ECMA_CLASSES = [  # (pattern, decoded string, matches as ECMA-262 reads it)
+    (r"^\S+$", "a\u00a0b", False), (r"^\S+$", "a\u3000b", False), (r"^\S+$", "a\u2028b", False),
+    (r"^\S+$", "ab", True), (r"^\s$", "\u00a0", True), (r"^\s$", "\ufeff", True), (r"^\s$", "x", False),
+    (r"^[^\s]+$", "a\u2003", False), (r"^[\s\d]+$", "1\u00a0", True), (r"^.$", "\r", False),
+    (r"^.$", "\u2029", False), (r"^.$", "\u00e9", True), (r"^\d$", "\u0663", False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("pattern,text,matches", ECMA_CLASSES)
+def test_patterns_read_classes_as_ecma_262(pattern: str, text: str, matches: bool) -> None:
+    """JSON Schema patterns are ECMA-262: \\s holds the Unicode spaces (it held ASCII ones, so
+    ^\\S+$ let "a\\u00a0b" through) and '.' leaves out every line terminator."""
+    dfa = LazyDFA(ByteNFA(schema_walk({"type": "string", "pattern": pattern}, SchemaOptions()).tree, Limits()))
+    assert dfa.matches(json.dumps(text, ensure_ascii=False).encode()) is matches
 
 
 CONTRADICTIONS = [  # issue #13: each accepted a value that breaks one of its bounds

@@ -1071,7 +1071,7 @@ class _Walker:
         options = []
         for starts, body, ends in _anchored_alternatives(pattern):
             try:
-                tree = parse_regex(body) if body else EMPTY
+                tree = parse_regex(body, ecma=True) if body else EMPTY
             except PatternError as exc:
                 raise UnsupportedSchemaError("pattern", pointer, str(exc)) from None
             options.append(seq(EMPTY if starts else anything, _json_escaped(tree), EMPTY if ends else anything))
@@ -1488,7 +1488,7 @@ def _anchored_alternatives(pattern: str) -> list[tuple[bool, str, bool]]:
 def _matches_empty(pattern: str) -> bool:
     """Whether a pattern (no anchors) matches the empty string, by our own automaton."""
     try:
-        return LazyDFA(ByteNFA(parse_regex(pattern), Limits())).matches(b"")
+        return LazyDFA(ByteNFA(parse_regex(pattern, ecma=True), Limits())).matches(b"")
     except PatternError:
         return False  # it cannot be parsed here either: the caller's parse will say why
 

@@ -38,8 +38,13 @@ _NOT_REGULAR = {
 }
 
 
-def parse_regex(pattern: str) -> Node:
-    """Parse a pattern that must match the *whole* generated text (like ``re.fullmatch``)."""
+def parse_regex(pattern: str, *, ecma: bool = False) -> Node:
+    """Parse a pattern that must match the *whole* generated text (like ``re.fullmatch``).
+
+    With ``ecma`` (a JSON Schema ``pattern``, which is ECMA-262), ``\\s`` is ECMA-262's
+    whitespace (Unicode spaces such as U+00A0 and U+3000 too) and ``.`` leaves out every
+    line terminator (``\\n``, ``\\r``, U+2028, U+2029); ``\\d`` and ``\\w`` are ASCII in both.
+    """
     if not isinstance(pattern, str):
         raise PatternError(f"a pattern must be a str, not {type(pattern).__name__}")
     try:
@@ -52,7 +57,7 @@ def parse_regex(pattern: str) -> Node:
     try:
         # Not interegular's simplify(): it merges a group into its only child group and drops the
         # child's removed flags ('(?i)(?:(?-i:a))' matched 'A'); _convert nests flags itself.
-        parsed = _Parser(body).parse()
+        parsed = (_EcmaParser if ecma else _Parser)(body).parse()
     except ip.Unsupported as exc:
         message = str(exc)
         feature = _NOT_REGULAR.get(message)
@@ -61,7 +66,7 @@ def parse_regex(pattern: str) -> Node:
         raise PatternError(f"unsupported regex feature: {message} (pattern: {pattern[:80]!r})") from None
     except (ip.InvalidSyntax, Exception) as exc:  # interegular's parser signals some errors with bare exceptions
         raise InvalidPatternError(str(exc) or type(exc).__name__, pattern=pattern) from None
-    return _convert(parsed, ip.REFlags(0), pattern)
+    return _convert(parsed, ip.REFlags(0), pattern, _ECMA_LINE_ENDS if ecma else frozenset("\n"))
 
 
 def literal_choice(options: list[str] | tuple[str, ...]) -> Node:
@@ -115,6 +120,25 @@ class _Parser(ip._ParsePattern):  # type: ignore[misc]  # interegular ships no t
         if not left_out:
             return ip._CharGroup(listed, negate)
         return _CategoryClass(frozenset.intersection(*left_out) - listed, not negate)
+
+
+#: ECMA-262's WhiteSpace and LineTerminator code points: what ``\\s`` matches in a JSON Schema pattern.
+_ECMA_SPACE = frozenset("\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff") | frozenset(
+    chr(c) for c in range(0x2000, 0x200B)
+)
+#: What ``.`` leaves out in ECMA-262 (no ``s`` flag).
+_ECMA_LINE_ENDS = frozenset("\n\r\u2028\u2029")
+
+
+class _EcmaParser(_Parser):
+    """The parser for JSON Schema patterns: ``\\s`` and ``\\S`` as ECMA-262 reads them."""
+
+    def escaped(self, inner: bool = False) -> ip._CharGroup:
+        if self.static_b("s"):
+            return ip._CharGroup(_ECMA_SPACE, False)
+        if self.static_b("S"):
+            return ip._CharGroup(_ECMA_SPACE, True)
+        return super().escaped(inner)
 
 
 def _normalize(pattern: str) -> str:
@@ -226,10 +250,10 @@ def _strip_anchors(pattern: str) -> str:
     return pattern
 
 
-def _convert(node: object, flags: ip.REFlags, pattern: str) -> Node:
+def _convert(node: object, flags: ip.REFlags, pattern: str, line_ends: frozenset[str]) -> Node:
     if isinstance(node, ip.Pattern):
         flags = ip._combine_flags(flags, node.added_flags, node.removed_flags)
-        options = tuple(_convert(o, flags, pattern) for o in node.options)
+        options = tuple(_convert(o, flags, pattern, line_ends) for o in node.options)
         return options[0] if len(options) == 1 else Alt(options)
     if isinstance(node, ip._Concatenation):
         parts = []
@@ -237,16 +261,16 @@ def _convert(node: object, flags: ip.REFlags, pattern: str) -> Node:
             if isinstance(part, ip._NonCapturing):
                 kind = "a lookbehind" if part.backwards else "a lookahead"
                 raise NonRegularPatternError(kind, pattern=pattern)
-            parts.append(_convert(part, flags, pattern))
+            parts.append(_convert(part, flags, pattern, line_ends))
         return parts[0] if len(parts) == 1 else Concat(tuple(parts))
     if isinstance(node, ip._Repeated):
-        return Repeat(_convert(node.base, flags, pattern), node.min, node.max)
+        return Repeat(_convert(node.base, flags, pattern, line_ends), node.min, node.max)
     if isinstance(node, ip._CharGroup):
         ignore_case = bool(flags & ip.REFlags.CASE_INSENSITIVE)
         return _charset(node.chars, node.negated, ignore_case, isinstance(node, _CategoryClass))
     if node is ip._DOT:
-        # '.' is any character but '\n' unless the DOTALL flag (?s) is set, as in Python's re.
-        return _charset(frozenset() if flags & ip.REFlags.SINGLE_LINE else frozenset("\n"), True, False)
+        # '.' is any character but a line end ('\n' in Python's re) unless the DOTALL flag (?s) is set.
+        return _charset(frozenset() if flags & ip.REFlags.SINGLE_LINE else line_ends, True, False)
     if node is ip._EMPTY:
         return Concat(())
     raise PatternError(f"unexpected regex construct {type(node).__name__} in {pattern[:80]!r}")
