@@ -60,6 +60,8 @@ def _constraint_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--sql-tables", type=Path,
                       help="a JSON file {table: [columns]}: SQL restricted to that database schema")  # fmt: skip
     parser.add_argument("--model", default="smollm2", help="'smollm2' (offline default) or a local model directory")
+    parser.add_argument("--sql-comments", action="store_true",
+                        help="let generated SQL hold -- and /* */ comments (off: a small model loops in them)")
     parser.add_argument("--lenient", action="store_true", help="drop schema keywords that cannot be enforced")
     parser.add_argument("--max-recursion-depth", type=int, default=None)
 
@@ -69,11 +71,13 @@ def _guide(compiler: Any, args: argparse.Namespace) -> Any:
         return compiler.regex(args.regex)
     if args.choice is not None:
         return compiler.choice(args.choice)
+    if args.grammar == "sql":  # generated SQL: without comments, a small model's favourite loop
+        return compiler.sql(None, comments=args.sql_comments)
     if args.grammar is not None:
         source = Path(args.grammar)
         return compiler.grammar(source.read_text() if source.suffix == ".lark" and source.is_file() else args.grammar)
     if args.sql_tables is not None:
-        return compiler.sql(json.loads(_read(args.sql_tables)))
+        return compiler.sql(json.loads(_read(args.sql_tables)), comments=args.sql_comments)
     options = {"lenient": args.lenient, "max_recursion_depth": args.max_recursion_depth}
     if args.schema is not None:
         return compiler.json_schema(_read(args.schema), **options)

