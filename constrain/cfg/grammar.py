@@ -32,6 +32,7 @@ from lark.exceptions import LarkError
 from lark.lexer import UnlessCallback
 from lark.parsers.lalr_analysis import Shift
 
+from ..core.sharing import Shared
 from ..errors import LimitExceededError
 from ..regex.automaton import Limits
 from ..vocabulary import Vocabulary
@@ -129,7 +130,7 @@ class Deadline:
             raise LimitExceededError("timeout_s", self.timeout_s, message)
 
 
-class Stacks:
+class Stacks(Shared):
     """Interned LALR stacks: id → (top state, parent id); id 0 is the start stack.
 
     A stack is never deeper than ``max_depth`` entries: the push that would make one
@@ -216,6 +217,23 @@ class CompiledGrammar:
     placeholder for each, and builds its tables over the grammar's skeleton alone.
     """
 
+    @property
+    def lark(self) -> lark.Lark:
+        """The exact lark parser this grammar's guides reproduce (rebuilt once after unpickling)."""
+        if self._lark is None:
+            self._lark = _build_lark_within(self.text, self.start, self.always_accept, self.limits.timeout_s)
+        return self._lark
+
+    def __getstate__(self) -> dict[str, Any]:
+        # lark's objects hold the re module, which does not pickle; the guide's own tables
+        # (parse table, lexer automaton, masks) are all it needs to guide. The per-thread
+        # floor stacks exist only while a mask is being computed: the copy starts with none.
+        return {**self.__dict__, "_lark": None, "_floors": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._floors = threading.local()
+
     def __init__(
         self,
         text: str,
@@ -233,7 +251,7 @@ class CompiledGrammar:
         self.always_accept = tuple(always_accept)
         self.limits = limits or Limits()
         deadline = Deadline(self.limits.timeout_s)
-        self.lark = _build_lark_within(text, start, self.always_accept, self.limits.timeout_s)
+        self._lark: lark.Lark | None = _build_lark_within(text, start, self.always_accept, self.limits.timeout_s)
         frontend = self.lark.parser
         lexer = getattr(frontend, "lexer", None)
         if self.always_accept:

@@ -28,6 +28,7 @@ from typing import Optional
 import numpy as np
 from numpy.typing import NDArray
 
+from ..core.sharing import Shared
 from ..errors import InvalidStateError, TokenRejected
 from ..guide import bitmask_from_token_ids, check_bitmask, check_token
 from ..vocabulary import Vocabulary
@@ -43,7 +44,7 @@ State = tuple[int, int, int, bytes]
 FINISHED: State = (-2, -1, -1, b"")
 
 
-class CFGGuide:
+class CFGGuide(Shared):
     """Guides generation to text that ``lark.Lark(grammar, parser="lalr").parse`` accepts.
 
     Built by :func:`constrain.cfg.compile_grammar`. The guide holds compiled tables and

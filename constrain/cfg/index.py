@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from ..core.sharing import Shared
 from ..errors import LimitExceededError
 from .lexer import DEAD, UNEXPANDED, LexerDFA
 
@@ -70,7 +71,7 @@ class Node:
     children: dict[tuple[int, int, bool], "Node"] = field(default_factory=dict)
 
 
-class MaskIndex:
+class MaskIndex(Shared):
     """Builds and caches :class:`Node` walks for one guide, and turns them into masks."""
 
     def __init__(self, guide: "CFGGuide") -> None:

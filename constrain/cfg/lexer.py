@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from ..core.sharing import Shared
 from ..errors import LimitExceededError
 from .pyregex import PriorityNFA
 
@@ -52,7 +53,7 @@ class LexerContext:
     unless: tuple[tuple[int, tuple[int, ...]], ...]
 
 
-class EmitTable:
+class EmitTable(Shared):
     """Interned emissions: (terminal the regex matched, terminal after renaming) → small int.
 
     ``ignored[e]`` follows lark: whether a lexeme is skipped is decided on the
@@ -84,7 +85,7 @@ class EmitTable:
             return self._ids[key]
 
 
-class LexerDFA:
+class LexerDFA(Shared):
     """All lexer contexts of a grammar as one DFA over bytes, built on first visit.
 
     States are keyed by global NFA states, so once two contexts have read a prefix

@@ -32,6 +32,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from ..core.sharing import Shared
 from ..errors import LimitExceededError
 
 __all__ = ["DEAD", "Automaton", "ProductDFA"]
@@ -59,7 +60,7 @@ class Automaton(Protocol):
 Tuple = tuple[int, ...]
 
 
-class ProductDFA:
+class ProductDFA(Shared):
     """The intersection of ``parts``, or with ``subtract=True`` the first part minus all others.
 
     In a difference the subtracted parts may be ``DEAD`` (the text left their

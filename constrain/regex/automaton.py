@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..core.sharing import Shared
 from ..errors import LimitExceededError
 from .algebra import DEAD, Automaton, ProductDFA
 from .nested import NestedDFA
@@ -692,7 +693,7 @@ def _apply(op: tuple, targets: list[int], counters: tuple[int, ...]) -> list[Vir
     return out
 
 
-class LazyDFA:
+class LazyDFA(Shared):
     """Subset construction on demand: a DFA state is created when first reached.
 
     ``table[s, b]`` is the successor of state ``s`` on byte ``b`` (``DEAD`` when

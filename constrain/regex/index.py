@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from ..core.sharing import Shared
 from ..errors import EmptyLanguageError, LimitExceededError
 from ..vocabulary import TokenTrie, Vocabulary
 from .automaton import DEAD, LazyDFA
@@ -81,7 +82,7 @@ class Row:
         return np.array([self.successor(i) for i in range(len(self.token_ids))], dtype=np.int32)
 
 
-class TokenIndex:
+class TokenIndex(Shared):
     """Token-level transitions of a :class:`LazyDFA` over one :class:`Vocabulary`."""
 
     def __init__(self, dfa: LazyDFA, vocabulary: Vocabulary) -> None:

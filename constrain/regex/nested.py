@@ -25,6 +25,7 @@ import threading
 import numpy as np
 from numpy.typing import NDArray
 
+from ..core.sharing import Shared
 from ..errors import LimitExceededError
 from .algebra import DEAD, Automaton
 
@@ -35,7 +36,7 @@ HOLE = 0x00
 _OPENERS = (ord("["), ord("{"))
 
 
-class NestedDFA:
+class NestedDFA(Shared):
     """A value of ``level`` whose holes are values of ``level`` again, to any depth."""
 
     #: The stack grows with the text: no finite state count (products budget their searches).
