@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Hashable, Sequence
 
+from ..errors import ConfigurationError
 from ..guide import Guide, allocate_bitmask
 from ..sampling import apply_bitmask
 
@@ -21,25 +22,67 @@ class LogitsProcessor:
     """Masks logits through one guide per batch item (``num_beams`` rows each).
 
     ``guides`` is one guide for every row or a list with one per batch item. The first
-    call fixes the prompt length (all rows of a left-padded batch share it), so each
-    row's generated tokens are ``input_ids[row, prompt_length:]``.
+    call of a generation fixes the prompt length (all rows of a left-padded batch share
+    it), so each row's generated tokens are ``input_ids[row, prompt_length:]``. A call
+    that does not continue the last one (a longer or shorter input than one more token,
+    or another prompt) starts a new generation by itself: one processor serves one
+    ``generate`` call after another. ``num_beams`` is read off the shapes when omitted
+    (rows per guide of a list).
     """
 
-    def __init__(self, guides: Guide[Hashable] | Sequence[Guide[Hashable]], *, num_beams: int = 1) -> None:
+    def __init__(
+        self, guides: Guide[Hashable] | Sequence[Guide[Hashable]], *, num_beams: int | None = None
+    ) -> None:
         self.guides = list(guides) if isinstance(guides, (list, tuple)) else None
         self.guide = None if self.guides is not None else guides
-        self.num_beams = num_beams
+        if self.guides is not None and not self.guides:
+            raise ConfigurationError("LogitsProcessor needs a guide, or a non-empty list with one per batch item")
+        if num_beams is not None and (not isinstance(num_beams, int) or num_beams < 1):
+            raise ConfigurationError(f"num_beams must be a positive int, not {num_beams!r}")
+        self._given_beams = num_beams
+        self.num_beams = num_beams or 1
         self.prompt_length: int | None = None
+        self._prompt: tuple[int, ...] = ()
+        self._last_length = -1
         self._states: dict[tuple[int, tuple[int, ...]], Hashable] = {}
 
     def reset(self) -> None:
-        """Forget the prompt length and states, to reuse the processor for a new ``generate`` call."""
+        """Forget the prompt and states (a new generation is also detected without it)."""
         self.prompt_length = None
         self._states.clear()
 
+    def _start(self, input_ids: Any) -> None:
+        """A new generation: its prompt length, its first row's prompt, and rows per guide."""
+        self.reset()
+        self.prompt_length = input_ids.shape[1]
+        self._prompt = tuple(input_ids[0].tolist())  # all of it: the prompt is the whole input here
+        rows = input_ids.shape[0]
+        if self.guides is None:
+            return
+        if self._given_beams is None:
+            if rows % len(self.guides):
+                raise ConfigurationError(
+                    f"{rows} rows for {len(self.guides)} guides: pass one guide per batch item, and "
+                    "num_beams=... if each item has several rows"
+                )
+            self.num_beams = rows // len(self.guides)
+        elif rows != len(self.guides) * self.num_beams:
+            raise ConfigurationError(
+                f"{rows} rows, but {len(self.guides)} guides × num_beams={self.num_beams}: pass one guide per "
+                "batch item and the num_beams given to generate (or leave num_beams out)"
+            )
+
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        if self.prompt_length is None:
-            self.prompt_length = input_ids.shape[1]
+        length = input_ids.shape[1]
+        continues = (
+            self.prompt_length is not None
+            and length == self._last_length + 1
+            # beam search reorders rows within a batch item only: row 0 keeps item 0's prompt
+            and tuple(input_ids[0, : self.prompt_length].tolist()) == self._prompt
+        )
+        if not continues:
+            self._start(input_ids)
+        self._last_length = length
         rows = input_ids.shape[0]
         bitmask = allocate_bitmask(self._guide(0).vocab_size, rows)
         current: dict[tuple[int, tuple[int, ...]], Hashable] = {}
