@@ -172,6 +172,22 @@ class Vocabulary:
         singles = {piece[0] for piece in self.token_bytes if piece is not None and len(piece) == 1}
         return all(byte in singles for byte in range(256) if self.byte_alphabet[byte])
 
+    def class_split(self, first: bytes, rest: bytes) -> "ClassSplit":
+        """Tokens split by two byte classes (256 flags each), built once per pair and shared.
+
+        A wide automaton state sends every byte of ``first`` to one state that loops on
+        every byte of ``rest`` (a string's interior: any byte but a quote, a backslash or a
+        control). A token that starts in ``first`` and stays in ``rest`` ends in that state
+        whatever its bytes, and one that leaves ``rest`` does so at one byte, from the same
+        state: only its suffix from there needs walking. See :class:`ClassSplit`.
+        """
+        key = ("split", first, rest)
+        split = self._sorted.get(key)
+        if split is None:
+            split = ClassSplit.build(self.walk_tables(), first, rest)
+            self._sorted[key] = split
+        return split
+
     def walk_tables(self) -> "WalkTables":
         """Arrays for walking every token through an automaton at once (built on first use)."""
         tables = self._sorted.get("walk")
@@ -226,6 +242,36 @@ class WalkTables:
         first = matrix[:, 0] if len(items) else np.zeros(0, dtype=np.uint8)
         first_byte_start = np.searchsorted(first, np.arange(257), side="left").astype(np.int64)
         return cls(ids, matrix, lengths, first_byte_start)
+
+
+@dataclass(frozen=True)
+class ClassSplit:
+    """The tokens whose first byte is in a class ``first``, split by a class ``rest``.
+
+    ``inside`` (sorted ids): the tokens all of whose later bytes are in ``rest``.
+    ``suffixes``: a trie of the others' suffixes, each from its first later byte outside
+    ``rest``; ``starts`` (sorted ids) are all tokens whose first byte is in ``first``.
+    """
+
+    inside: NDArray[np.int32]
+    suffixes: "TokenTrie"
+    starts: NDArray[np.int32]
+
+    @classmethod
+    def build(cls, tables: "WalkTables", first: bytes, rest: bytes) -> "ClassSplit":
+        opens = np.frombuffer(first, dtype=np.uint8).astype(bool)
+        stays = np.frombuffer(rest, dtype=np.uint8).astype(bool)
+        rows = np.flatnonzero(opens[tables.matrix[:, 0]]) if tables.ids.size else np.zeros(0, dtype=np.int64)
+        later = tables.matrix[rows, 1:]
+        within = np.arange(later.shape[1]) < (tables.lengths[rows, None] - 1)
+        leaves = ~stays[later] & within
+        left = leaves.any(axis=1)
+        at = leaves.argmax(axis=1) + 1  # the first byte outside ``rest``, counted from the token's start
+        suffixes = [
+            (bytes(tables.matrix[r, k : tables.lengths[r]]), int(tables.ids[r]))
+            for r, k in zip(rows[left].tolist(), at[left].tolist())
+        ]  # fmt: skip
+        return cls(np.sort(tables.ids[rows[~left]]), TokenTrie.build(suffixes), np.sort(tables.ids[rows]))
 
 
 @dataclass(frozen=True)

@@ -180,3 +180,40 @@ def test_choice_is_literal(compiler: constrain.Compiler, tokenizer: object, opti
         ids, finished = random_walk(guide, compiler.vocabulary, rng)
         assert finished and token_text(compiler.vocabulary, ids).decode() in options
     assert not accepts(guide, tokenize_continuation(tokenizer, "axb"))
+
+
+SPLIT_CASES = {  # constraints with wide states: string interiors, keys, free text
+    "string": lambda c: c.json_schema({"type": "object", "properties": {"s": {"type": "string"}}}),
+    "open object": lambda c: c.json_schema({"type": "object"}, strict_properties=False),
+    "no quotes": lambda c: c.regex(r'[^"]*"'),
+    "dot": lambda c: c.regex(r"a.*b"),
+    "dotall": lambda c: c.regex(r"(?s)x.*y"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(SPLIT_CASES))
+def test_rows_split_by_byte_class_equal_plain_walks(compiler: constrain.Compiler, name: str) -> None:
+    """A wide state's row comes from the vocabulary's class split; a plain walk over the whole
+    trie is the independent reference, state by state, along random walks."""
+    guide = SPLIT_CASES[name](compiler)
+    index = guide.index
+    split = 0
+    rng = random.Random(3)
+    states = {index.dfa.start}
+    for _ in range(6):
+        state = index.dfa.start
+        ids, _ = random_walk(guide, compiler.vocabulary, rng, max_tokens=12)
+        for token in ids:
+            state = int(guide.advance(state, token))
+            states.add(state)
+    for state in sorted(states):
+        if state < 0 or index.dfa.shared(state, len(index._trie.levels)) is not None:
+            continue  # finished, or a counted state whose row a stand-in serves
+        row = index._split_row(state)
+        if row is None:
+            continue
+        split += 1
+        reference = index._row_of(*index._walk(state, index._trie))
+        assert np.array_equal(row.token_ids, reference.token_ids), state
+        assert np.array_equal(row.next_states, reference.next_states), state
+    assert split, "no wide state split"

@@ -161,13 +161,54 @@ class TokenIndex(Shared):
         return Row(token_ids, targets, lambda target: self.dfa.concrete(target, bases))
 
     def _walk_row(self, state: int, trie: TokenTrie) -> Row:
-        """Walk every token of ``trie`` from ``state`` through the byte DFA, one depth at a time."""
+        """Every token of ``trie`` from ``state``: split by byte classes where the state is wide."""
+        if trie is self._trie:
+            split = self._split_row(state)
+            if split is not None:
+                return split
+        return self._row_of(*self._walk(state, trie))
+
+    def _split_row(self, state: int) -> Row | None:
+        """A wide state's row from the vocabulary's class split (see :meth:`Vocabulary.class_split`).
+
+        Where most bytes lead from ``state`` to one state that loops on most bytes (a
+        string's interior, a key's), the tokens that start there and stay in the loop all
+        end in it: their ids come precomputed, shared by every guide over the vocabulary.
+        Only the suffixes that leave the loop (after a quote, a backslash) are walked, from
+        the loop state, and the tokens starting elsewhere as usual. None where no class is wide.
+        """
+        dfa = self.dfa
+        first = dfa.row(state)
+        targets = first[first != DEAD]
+        if targets.size < _WIDE_CLASS:
+            return None
+        values, counts = np.unique(targets, return_counts=True)
+        loop = int(values[counts.argmax()])
+        opens = first == loop
+        stays = dfa.row(loop) == loop
+        if counts.max() < _WIDE_CLASS or int(stays.sum()) < _WIDE_CLASS:
+            return None
+        split = self.vocabulary.class_split(opens.astype(np.uint8).tobytes(), stays.astype(np.uint8).tobytes())
+        other_ids, other_states = self._walk(state, self._trie, skip_first=opens)
+        tail_ids, tail_states = self._walk(loop, split.suffixes)
+        return self._row_of(
+            np.concatenate([other_ids, split.inside, tail_ids]),
+            np.concatenate([other_states, np.full(split.inside.size, loop, dtype=np.int32), tail_states]),
+        )
+
+    def _walk(
+        self, state: int, trie: TokenTrie, skip_first: NDArray[np.bool_] | None = None
+    ) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
+        """Walk every token of ``trie`` from ``state`` through the byte DFA, one depth at a time
+        (those whose first byte ``skip_first`` flags left out): token ids and the states they reach."""
         dfa = self.dfa
         first = dfa.row(state)
         level = trie.levels[0] if trie.levels else None
         if level is None:
-            return Row(_NO_TOKENS, _NO_TOKENS)
+            return _NO_TOKENS, _NO_TOKENS
         states = first[level.byte]
+        if skip_first is not None:
+            states = np.where(skip_first[level.byte], DEAD, states)
         nodes = np.flatnonzero(states != DEAD)
         states = states[nodes]
         found_ids: list[NDArray[np.int32]] = []
@@ -196,6 +237,10 @@ class TokenIndex(Shared):
         next_states = np.concatenate(found_states)
         if trie.duplicates:
             token_ids, next_states = _with_duplicates(token_ids, next_states, trie.duplicates)
+        return token_ids, next_states
+
+    def _row_of(self, token_ids: NDArray[np.int32], next_states: NDArray[np.int32]) -> Row:
+        """A row sorted by token id."""
         if token_ids.size < 4096:
             order = np.argsort(token_ids, kind="stable")
             return Row(token_ids[order], next_states[order])
@@ -229,6 +274,10 @@ class TokenIndex(Shared):
             row = self._rows[s]
             keep = np.isin(row.next_states, live_array)
             self._rows[s] = Row(row.token_ids[keep], row.next_states[keep])
+
+
+#: Bytes a class must hold before a state's row is split by it (see ``TokenIndex._split_row``).
+_WIDE_CLASS = 64
 
 
 def _concatenated_ranges(starts: NDArray[np.int64], counts: NDArray[np.int64]) -> NDArray[np.int64]:
