@@ -172,19 +172,21 @@ class Vocabulary:
         singles = {piece[0] for piece in self.token_bytes if piece is not None and len(piece) == 1}
         return all(byte in singles for byte in range(256) if self.byte_alphabet[byte])
 
-    def class_split(self, first: bytes, rest: bytes) -> "ClassSplit":
+    def class_split(self, first: bytes, rest: bytes, *, utf8: bool = False, utf8_first: bool = False) -> "ClassSplit":
         """Tokens split by two byte classes (256 flags each), built once per pair and shared.
 
         A wide automaton state sends every byte of ``first`` to one state that loops on
         every byte of ``rest`` (a string's interior: any byte but a quote, a backslash or a
         control). A token that starts in ``first`` and stays in ``rest`` ends in that state
         whatever its bytes, and one that leaves ``rest`` does so at one byte, from the same
-        state: only its suffix from there needs walking. See :class:`ClassSplit`.
+        state: only its suffix from there needs walking. With ``utf8`` the loop also takes
+        every whole UTF-8 character (and with ``utf8_first`` a token may start with one).
+        See :class:`ClassSplit`.
         """
-        key = ("split", first, rest)
+        key = ("split", first, rest, utf8, utf8_first)
         split = self._sorted.get(key)
         if split is None:
-            split = ClassSplit.build(self.walk_tables(), first, rest)
+            split = ClassSplit.build(self.walk_tables(), first, rest, utf8=utf8, utf8_first=utf8_first)
             self._sorted[key] = split
         return split
 
@@ -246,32 +248,69 @@ class WalkTables:
 
 @dataclass(frozen=True)
 class ClassSplit:
-    """The tokens whose first byte is in a class ``first``, split by a class ``rest``.
+    """The tokens that start in a class ``first``, split by what keeps a loop state looping.
 
-    ``inside`` (sorted ids): the tokens all of whose later bytes are in ``rest``.
-    ``suffixes``: a trie of the others' suffixes, each from its first later byte outside
-    ``rest``; ``starts`` (sorted ids) are all tokens whose first byte is in ``first``.
+    ``opened`` flags the first bytes of the tokens taken (``first``, plus the UTF-8 lead
+    bytes when whole characters start the loop). ``inside`` (sorted ids): the tokens all
+    of whose later bytes stay in the loop, a byte of ``rest`` or (with ``utf8``) a whole
+    valid UTF-8 character at a time. ``suffixes``: a trie of the other tokens' suffixes,
+    each from the first byte where the token leaves the loop.
     """
 
+    opened: NDArray[np.bool_]
     inside: NDArray[np.int32]
     suffixes: "TokenTrie"
-    starts: NDArray[np.int32]
 
     @classmethod
-    def build(cls, tables: "WalkTables", first: bytes, rest: bytes) -> "ClassSplit":
-        opens = np.frombuffer(first, dtype=np.uint8).astype(bool)
+    def build(
+        cls, tables: "WalkTables", first: bytes, rest: bytes, *, utf8: bool = False, utf8_first: bool = False
+    ) -> "ClassSplit":
+        given = np.frombuffer(first, dtype=np.uint8).astype(bool)
+        opened = given | ((np.arange(256) >= 0xC2) & (np.arange(256) <= 0xF4)) if utf8_first else given
         stays = np.frombuffer(rest, dtype=np.uint8).astype(bool)
-        rows = np.flatnonzero(opens[tables.matrix[:, 0]]) if tables.ids.size else np.zeros(0, dtype=np.int64)
+        rows = np.flatnonzero(opened[tables.matrix[:, 0]]) if tables.ids.size else np.zeros(0, dtype=np.int64)
         later = tables.matrix[rows, 1:]
         within = np.arange(later.shape[1]) < (tables.lengths[rows, None] - 1)
         leaves = ~stays[later] & within
+        if utf8:  # non-ASCII bytes are read a character at a time, below
+            leaves &= later < 0x80
+            scan = ((later >= 0x80) & within).any(axis=1) | ~given[tables.matrix[rows, 0]]
+        else:
+            scan = np.zeros(rows.size, dtype=bool)
         left = leaves.any(axis=1)
-        at = leaves.argmax(axis=1) + 1  # the first byte outside ``rest``, counted from the token's start
+        at = (leaves.argmax(axis=1) + 1).tolist()  # the first byte outside ``rest``, from the token's start
+        ends: list[int | None] = [k if out else None for k, out in zip(at, left.tolist())]
+        for j in np.flatnonzero(scan).tolist():
+            r = int(rows[j])
+            piece = bytes(tables.matrix[r, : tables.lengths[r]])
+            # a byte of ``first`` led into the loop; a lead byte (``utf8_first``) starts a character in it
+            ends[j] = _leaves_loop(piece, 1 if given[piece[0]] else 0, stays)
+        inside = [int(tables.ids[r]) for r, end in zip(rows.tolist(), ends) if end is None]
         suffixes = [
-            (bytes(tables.matrix[r, k : tables.lengths[r]]), int(tables.ids[r]))
-            for r, k in zip(rows[left].tolist(), at[left].tolist())
+            (bytes(tables.matrix[r, end : tables.lengths[r]]), int(tables.ids[r]))
+            for r, end in zip(rows.tolist(), ends) if end is not None
         ]  # fmt: skip
-        return cls(np.sort(tables.ids[rows[~left]]), TokenTrie.build(suffixes), np.sort(tables.ids[rows]))
+        return cls(opened, np.sort(np.asarray(inside, dtype=np.int32)), TokenTrie.build(suffixes))
+
+
+def _leaves_loop(piece: bytes, k: int, stays: NDArray[np.bool_]) -> int | None:
+    """Where ``piece`` leaves a loop that takes the bytes of ``stays`` and whole UTF-8 characters."""
+    while k < len(piece):
+        byte = piece[k]
+        if byte < 0x80:
+            if not stays[byte]:
+                return k
+            k += 1
+            continue
+        size = 2 if 0xC2 <= byte <= 0xDF else 3 if 0xE0 <= byte <= 0xEF else 4 if 0xF0 <= byte <= 0xF4 else 0
+        try:
+            if not size or k + size > len(piece):
+                return k  # a lone continuation byte, or a character cut off by the token's end
+            piece[k : k + size].decode("utf-8")  # overlong forms and surrogates are not characters
+        except UnicodeDecodeError:
+            return k
+        k += size
+    return None
 
 
 @dataclass(frozen=True)

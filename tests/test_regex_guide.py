@@ -186,6 +186,8 @@ SPLIT_CASES = {  # constraints with wide states: string interiors, keys, free te
     "string": lambda c: c.json_schema({"type": "object", "properties": {"s": {"type": "string"}}}),
     "open object": lambda c: c.json_schema({"type": "object"}, strict_properties=False),
     "no quotes": lambda c: c.regex(r'[^"]*"'),
+    "no quotes nor é": lambda c: c.regex(r'[^"é]*"'),  # whole UTF-8 characters do not all loop
+    "letters and CJK": lambda c: c.regex(r"[a-zA-Z0-9 .,\u4e00-\u9fff]*!"),
     "dot": lambda c: c.regex(r"a.*b"),
     "dotall": lambda c: c.regex(r"(?s)x.*y"),
 }  # fmt: skip

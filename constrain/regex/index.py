@@ -97,6 +97,7 @@ class TokenIndex(Shared):
         self._short = vocabulary.token_trie(max_length=SHARED_REACH)
         self._long = vocabulary.token_trie(min_length=SHARED_REACH + 1)
         self._entries = 0
+        self._utf8_loops: dict[int, bool] = {}
         self._lock = threading.RLock()
         if dfa.start == DEAD:
             raise EmptyLanguageError("the pattern matches no string at all")
@@ -162,7 +163,7 @@ class TokenIndex(Shared):
 
     def _walk_row(self, state: int, trie: TokenTrie) -> Row:
         """Every token of ``trie`` from ``state``: split by byte classes where the state is wide."""
-        if trie is self._trie:
+        if trie is self._trie:  # (a counted state's stand-in never loops: its count moves on)
             split = self._split_row(state)
             if split is not None:
                 return split
@@ -188,13 +189,47 @@ class TokenIndex(Shared):
         stays = dfa.row(loop) == loop
         if counts.max() < _WIDE_CLASS or int(stays.sum()) < _WIDE_CLASS:
             return None
-        split = self.vocabulary.class_split(opens.astype(np.uint8).tobytes(), stays.astype(np.uint8).tobytes())
-        other_ids, other_states = self._walk(state, self._trie, skip_first=opens)
+        utf8 = self._loops_on_characters(loop)
+        split = self.vocabulary.class_split(opens.astype(np.uint8).tobytes(), stays.astype(np.uint8).tobytes(),
+                                            utf8=utf8, utf8_first=utf8 and state == loop)  # fmt: skip
+        other_ids, other_states = self._walk(state, self._trie, skip_first=split.opened)
         tail_ids, tail_states = self._walk(loop, split.suffixes)
         return self._row_of(
             np.concatenate([other_ids, split.inside, tail_ids]),
             np.concatenate([other_states, np.full(split.inside.size, loop, dtype=np.int32), tail_states]),
         )
+
+    def _loops_on_characters(self, loop: int) -> bool:
+        """Whether every whole UTF-8 character of the vocabulary's alphabet leads from ``loop``
+        back to it (a string's interior: yes; a pattern that leaves out "é": no). Cached."""
+        known = self._utf8_loops.get(loop)
+        if known is not None:
+            return known
+        dfa = self.dfa
+        present = np.frombuffer(self.vocabulary.byte_alphabet, dtype=np.uint8).astype(bool)
+        after: dict[tuple[int, int, int], frozenset[int]] = {}  # (state, low, high) → states reached
+
+        def step(current: int, lo: int, hi: int) -> frozenset[int]:
+            key = (current, lo, hi)
+            if key not in after:
+                targets = dfa.row(current)[lo : hi + 1][present[lo : hi + 1]] if current != DEAD else [DEAD]
+                after[key] = frozenset(np.unique(targets).tolist())
+            return after[key]
+
+        result = True
+        leads = dfa.row(loop)
+        for lead, size, low, high in _UTF8_LEADS:
+            if not present[lead]:
+                continue  # no token holds it: no character that starts with it is ever read
+            frontier = frozenset([int(leads[lead])])
+            for position in range(1, size):
+                lo, hi = (low, high) if position == 1 else (0x80, 0xBF)
+                frontier = frozenset().union(*(step(current, lo, hi) for current in frontier))
+            if frontier - {loop}:
+                result = False
+                break
+        self._utf8_loops[loop] = result
+        return result
 
     def _walk(
         self, state: int, trie: TokenTrie, skip_first: NDArray[np.bool_] | None = None
@@ -278,6 +313,13 @@ class TokenIndex(Shared):
 
 #: Bytes a class must hold before a state's row is split by it (see ``TokenIndex._split_row``).
 _WIDE_CLASS = 64
+#: UTF-8 lead bytes: the sequence's length and the range of its second byte (RFC 3629).
+_UTF8_LEADS = (
+    [(b, 2, 0x80, 0xBF) for b in range(0xC2, 0xE0)]
+    + [(0xE0, 3, 0xA0, 0xBF)] + [(b, 3, 0x80, 0xBF) for b in range(0xE1, 0xED)] + [(0xED, 3, 0x80, 0x9F)]
+    + [(b, 3, 0x80, 0xBF) for b in (0xEE, 0xEF)]
+    + [(0xF0, 4, 0x90, 0xBF)] + [(b, 4, 0x80, 0xBF) for b in (0xF1, 0xF2, 0xF3)] + [(0xF4, 4, 0x80, 0x8F)]
+)
 
 
 def _concatenated_ranges(starts: NDArray[np.int64], counts: NDArray[np.int64]) -> NDArray[np.int64]:
