@@ -38,6 +38,8 @@ CASES = {
     "not-enum": ({"not": {"enum": [1, "a", None]}}, [2, "b", True]),
     "not-not": ({"not": {"not": {"type": "string"}}}, ["a", ""]),
     "not-minimum-zero": ({"not": {"minimum": 0}}, [-1, -0.5]),  # -0 is zero: it got through
+    "not-const-array": ({"not": {"const": [1]}}, [1, "a", None, {"a": 1}]),  # was an empty language
+    "not-enum-containers": ({"not": {"enum": [[], {}]}}, [0, "", True]),
     "not-maximum-zero": ({"not": {"type": "integer", "minimum": -3, "maximum": 0}}, [1, -4, "a"]),
     "oneOf-overlap": ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, [1, 0, "a"]),
     "oneOf-required": ({"oneOf": [{"required": ["a"]}, {"required": ["b"]}]}, [{"a": 1}, {"b": 1}]),

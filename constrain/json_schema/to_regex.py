@@ -871,8 +871,10 @@ class _Walker:
         if scalars:
             options.append(Literals(tuple(dict.fromkeys(_scalar_spellings(scalars)))))
         if self.over:  # every other spelling of the same values
-            if any(isinstance(v, (dict, list)) for v in values):
-                return _ANY_TEXT
+            # an array or object constant: any text that opens one (its members respelled, spaced
+            # or repeated), not any text at all, which made {"not": {"const": [1]}} empty
+            options += [seq(literal(opening), _ANY_TEXT) for opening, kind in (("[", list), ("{", dict))
+                        if any(isinstance(v, kind) for v in values)]  # fmt: skip
             options += [_number_spellings(v) for v in scalars if _is_number(v)]
             if any(isinstance(v, str) for v in scalars):
                 options.append(_fragment(_ESCAPED_STRING))
