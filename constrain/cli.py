@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from . import __version__
 from .errors import ConstrainError
 
 __all__ = ["main"]
@@ -26,6 +27,7 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="constrain", description="Constrained generation with a local model.")
+    parser.add_argument("--version", action="version", version=f"constrain {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     gen = commands.add_parser("generate", help="generate text that fits a constraint")

@@ -59,3 +59,10 @@ def test_cli_reports_unsupported_keyword(tmp_path: Path, capsys: pytest.CaptureF
     schema.write_text(json.dumps({"type": "array", "uniqueItems": True}))
     assert main(["explain", "--schema", str(schema)]) == 2
     assert "uniqueItems" in capsys.readouterr().err
+
+
+def test_the_cli_says_its_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.strip() == f"constrain {constrain.__version__}"
