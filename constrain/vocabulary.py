@@ -172,7 +172,9 @@ class Vocabulary:
         singles = {piece[0] for piece in self.token_bytes if piece is not None and len(piece) == 1}
         return all(byte in singles for byte in range(256) if self.byte_alphabet[byte])
 
-    def class_split(self, first: bytes, rest: bytes, *, utf8: bool = False, utf8_first: bool = False) -> "ClassSplit":
+    def class_split(
+        self, first: bytes, rest: bytes, *, utf8: bool = False, utf8_first: bool = False
+    ) -> "ClassSplit":
         """Tokens split by two byte classes (256 flags each), built once per pair and shared.
 
         A wide automaton state sends every byte of ``first`` to one state that loops on

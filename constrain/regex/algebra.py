@@ -27,7 +27,7 @@ import itertools
 import threading
 import time
 from collections import deque
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -179,29 +179,17 @@ class ProductDFA(Shared):
         # first expands every shallow tuple of a wide object first). Where a part nests without
         # bound the search goes breadth first, to stay near the surface: it has a budget, and
         # only a search that stays shallow finds the witnesses a budget leaves time for.
-        tick = itertools.count()
-        best_first = self.subtract and not self.unbounded
-        if best_first:
-            queue: list[tuple[int, int, Tuple]] = [(0, 0, states)]
-        else:
-            plain = deque([states])
+        pending, push, pop = self._frontier(states)
         found: Tuple | None = None
-        while queue if best_first else plain:
-            if best_first:
-                current = heapq.heappop(queue)[2]
-            else:
-                current = plain.popleft() if self.unbounded else plain.pop()
+        while pending:
+            current = pop()
             if current in self._live or self._accepts(current) or self._free(current):
                 found = current
                 break
             for successor in self._successors(current)[1]:
                 if successor not in parent and successor not in self._dead:
                     parent[successor] = current
-                    if best_first:
-                        alive = sum(s != DEAD for s in successor[1:])
-                        heapq.heappush(queue, (alive, -next(tick), successor))
-                    else:
-                        plain.append(successor)
+                    push(successor)
             if self.unbounded and len(parent) > _SEARCH_BUDGET:
                 # Past the budget a part may nest forever without ever agreeing with the others
                 # (any value minus arrays, after "["), so the search cannot end by exhaustion:
@@ -220,6 +208,17 @@ class ProductDFA(Shared):
             self._live.add(step)
             step = parent[step]
         return True
+
+    def _frontier(self, start: Tuple) -> tuple[Any, Callable[[Tuple], None], Callable[[], Tuple]]:
+        """The liveness search's queue: the container, ``push`` and ``pop``, in the order that
+        ``_is_live`` explains."""
+        if self.subtract and not self.unbounded:  # best first: fewest subtracted parts alive, deepest
+            heap: list[tuple[int, int, Tuple]] = [(0, 0, start)]
+            tick = itertools.count()
+            return (heap, lambda t: heapq.heappush(heap, (sum(s != DEAD for s in t[1:]), -next(tick), t)),
+                    lambda: heapq.heappop(heap)[2])  # fmt: skip
+        line = deque([start])
+        return line, line.append, line.popleft if self.unbounded else line.pop
 
     def _intern(self, states: Tuple) -> int:
         existing = self._ids.get(states)
