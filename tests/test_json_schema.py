@@ -250,6 +250,42 @@ def test_older_draft_spellings() -> None:
     assert not re.fullmatch(to_regex({**tuple_, "additionalItems": False}), '[1, "a"]')
 
 
+@pytest.mark.parametrize("draft", ["http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#",
+                                   "https://json-schema.org/draft/2020-12/schema", None])  # fmt: skip
+def test_keywords_beside_a_ref_count_from_draft_2019_on(draft: str | None) -> None:
+    """Up to draft 7 a $ref stands for its target alone: "type": "string" beside it means nothing
+    (jsonschema's Draft4Validator agrees). From 2019-09 on, and without $schema, both apply."""
+    schema = {"properties": {"s": {"type": "string", "$ref": "#/definitions/o", "maxProperties": 0}},
+              "definitions": {"o": {"type": "object"}}}  # fmt: skip
+    if draft:
+        schema["$schema"] = draft
+    walk = schema_walk(schema, SchemaOptions(strict_properties=False))
+    dfa = LazyDFA(ByteNFA(walk.tree, Limits()))
+    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+    for text in ['{"s": {"a": 1}}', '{"s": {}}', '{"s": "x"}']:
+        assert dfa.matches(text.encode()) == validator.is_valid(json.loads(text)), (draft, text)
+    old = draft is not None and "draft-0" in draft
+    assert (("type", "#/properties/s/type") in walk.ignored) == old
+
+
+@pytest.mark.parametrize("draft", ["http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-06/schema#",
+                                   "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema"])  # fmt: skip
+def test_keywords_a_draft_does_not_define_are_annotations_there(draft: str) -> None:
+    """A draft-04 validator ignores const and if (drafts 6 and 7 added them): so does the walker,
+    down to the facts that prove oneOf branches disjoint (two consts are no proof in draft 4)."""
+    schema = {"$schema": draft, "type": "object",
+              "properties": {"k": {"oneOf": [{"const": 1}, {"const": 2}]}, "c": {"contains": {"const": 1}}},
+              "if": {"required": ["a"]}, "then": {"required": ["b"]}}  # fmt: skip
+    walk = schema_walk(schema, SchemaOptions(strict_properties=False))
+    dfa = LazyDFA(ByteNFA(walk.tree, Limits()))
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for text in ['{"k": 1}', '{"k": 3}', '{"a": 1}', '{"a": 1, "b": 2}', '{"c": [2]}', '{"c": [1]}', '{}']:
+        assert dfa.matches(text.encode()) == validator.is_valid(json.loads(text)), (draft, text)
+    ignored = {keyword for keyword, _ in walk.ignored}
+    assert ("const" in ignored) == ("draft-04" in draft)
+    assert ("if" in ignored) == ("draft-04" in draft or "draft-06" in draft)
+
+
 def test_refs_resolve_against_base_uris_anchors_and_remotes(smollm2: object) -> None:
     """$id changes the base below it, $anchor names a target, remote documents come from remotes=."""
     nested = {

@@ -26,7 +26,8 @@ BANK = [
     0.0001, 12.34, -0.0, "", "a", "b", "ab", "ba", "99", "x99y", "abc", "01", "07",
     [], [1], [1, 2], ["a"], [1, "a"], [1, 1, "a"], [2, 2, 2], ["a", 1, "b"], [1, "a", "b", "c"], {}, {"a": 1}, {"a": "x"}, {"b": 1}, {"a": 1, "b": 2}, {"b": 2, "a": 1},
     {"x-a": 1}, {"x-b": "s"}, {"q1": "ab"}, {"q1": "abc"}, {"error": 1}, {"x": 1, "error": 2}, {"1": [1, 2]},
-    {"a": 1, "c": 3}, {"a": 1, "b": 2, "c": 3},
+    {"a": 1, "c": 3}, {"a": 1, "b": 2, "c": 3}, {"a": "x", "c": "abc"}, {"c": "abc", "a": "x"}, {"a": "x", "c": "b"},
+    {"a": "x"}, {"c": "abc"},
 ]  # fmt: skip
 
 # (schema, values that must be accepted with the specification's property semantics)
@@ -39,6 +40,9 @@ CASES = {
     "not-not": ({"not": {"not": {"type": "string"}}}, ["a", ""]),
     "not-minimum-zero": ({"not": {"minimum": 0}}, [-1, -0.5]),  # -0 is zero: it got through
     "not-const-array": ({"not": {"const": [1]}}, [1, "a", None, {"a": 1}]),  # was an empty language
+    # a superset of a container constant is its spellings (was "[" or "{" and any text after)
+    "not-enum-object-array": ({"not": {"enum": [{"a": True}, [1, "a"]]}}, [{"a": 1}, [1], {"b": 1}, [1, 1, "a"]]),
+    "const-object-any-order": ({"const": {"a": 1, "b": 2}}, [{"b": 2, "a": 1}, {"a": 1, "b": 2}]),
     "not-enum-containers": ({"not": {"enum": [[], {}]}}, [0, "", True]),
     "not-maximum-zero": ({"not": {"type": "integer", "minimum": -3, "maximum": 0}}, [1, -4, "a"]),
     "oneOf-overlap": ({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, [1, 0, "a"]),
@@ -62,6 +66,21 @@ CASES = {
                          [{"b": 1}, {"a": 1, "b": 2}, {}]),  # fmt: skip
     "if-then-else": ({"if": {"type": "integer"}, "then": {"minimum": 2}, "else": {"type": "string"}},
                      [2, 3, "a"]),  # fmt: skip
+    # the witness {"a": "x", "c": "abc"} lies 19 bytes deep in two open objects: a breadth-first
+    # liveness search spent its budget on nested free-form values first (an empty language)
+    "if-then-else-open-objects": ({
+        "type": "object", "properties": {"a": {"type": "string"}, "c": {"enum": ["abc", "b"]}},
+        "if": {"properties": {"c": {"const": "abc"}}}, "then": {"required": ["a", "c"]}, "else": {"required": ["a", "c"]},
+    }, [{"a": "x", "c": "abc"}, {"c": "abc", "a": "x"}, {"a": "x", "c": "b"}]),  # fmt: skip
+    # a superset's repeated keys took any value wherever the tracked member was absent, so the
+    # superset of these properties held every object and the not refused them all
+    "not-properties": ({"not": {"properties": {"c": {"const": "abc"}}}}, [{"a": "x", "c": "b"}]),
+    # a superset of oneOf is each branch's minus the overlaps: as an anyOf, a branch "true" made it
+    # any value and the not (or outer oneOf) refused everything
+    "not-oneOf-true-branch": ({"not": {"oneOf": [{}, {"type": "string"}]}}, ["a", ""]),
+    "oneOf-inner-oneOf-true-branch": ({"oneOf": [
+        {"x-unknown": 1}, {"type": "string"}, {"type": "array", "items": {"oneOf": [{}, {"type": "string"}]}, "minItems": 1},
+    ]}, [["a"], 1, {"a": 1}, []]),  # fmt: skip
     "allOf-clash": ({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]}, ["ab", "ba"]),
     "pattern-format-length": ({"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "format": "hostname"},
                               ["ab", "abc", "ba"]),  # fmt: skip

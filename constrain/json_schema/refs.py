@@ -13,6 +13,7 @@ Iterative throughout: a deeply nested document never reaches Python's recursion 
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 from urllib.parse import unquote, urldefrag, urljoin
 
@@ -33,7 +34,15 @@ class References:
         self.resources: dict[str, Any] = {}
         self.anchors: dict[str, Any] = {}
         self._bases: dict[int, str] = {}
-        self._draft4 = isinstance(root, dict) and "draft-04" in str(root.get("$schema", ""))
+        dialect = str(root.get("$schema", "")) if isinstance(root, dict) else ""
+        self._draft4 = "draft-04" in dialect
+        #: Drafts 3 to 7 (by the document's ``$schema``): a ``$ref`` stands for its target
+        #: alone and every keyword beside it is ignored. From 2019-09 on it applies beside
+        #: its siblings, and a document that names no draft is read as 2020-12.
+        self.ref_overrides = bool(re.search(r"draft-0[3-7]/", dialect))
+        #: The keywords the document's draft does not define: annotations there, as every
+        #: unknown keyword is (a draft-04 validator ignores "const" and "if").
+        self.lacks = next((lacks for marker, lacks in _LACKS if marker in dialect), frozenset())
         for uri, document in (remotes or {}).items():
             self._index(document, urldefrag(uri)[0])
         self.root_base = self._index(root, DEFAULT_BASE)
@@ -104,6 +113,17 @@ class References:
             return urldefrag(urljoin(base, value))[0]
         return base
 
+
+_SINCE_2019 = frozenset({"dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
+                         "minContains", "maxContains", "$recursiveRef"})  # fmt: skip
+_SINCE_2020 = frozenset({"prefixItems", "$dynamicRef"})
+#: Per draft (a marker in its meta-schema URI), the assertion keywords later drafts added.
+_LACKS = (
+    ("draft-04/", frozenset({"const", "contains", "propertyNames", "if", "then", "else"}) | _SINCE_2019 | _SINCE_2020),
+    ("draft-06/", frozenset({"if", "then", "else"}) | _SINCE_2019 | _SINCE_2020),
+    ("draft-07/", _SINCE_2019 | _SINCE_2020),
+    ("draft/2019-09/", _SINCE_2020),
+)
 
 # Where a schema holds schemas. An "$id" anywhere else (inside an unknown keyword, in a
 # const) is data, not an identifier: the specification says so, and the suite checks it.

@@ -494,10 +494,15 @@ class _Walker:
         """
         out: dict[str, Any] = {}
         for key, value in schema.items():
-            if key in _ASSERTIONS:
+            if key in _ASSERTIONS and key not in self.refs.lacks:
                 out[key] = value
             elif key not in _SPEC_ANNOTATIONS:
                 self.ignore(key, pointer)
+        if isinstance(out.get("$ref"), str) and len(out) > 1 and self.refs.ref_overrides:
+            for key in out:
+                if key != "$ref":
+                    self.ignore(key, pointer)  # drafts 3 to 7: beside a $ref it means nothing
+            return {"$ref": out["$ref"]}
         for key, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
             if isinstance(out.get(key), bool):
                 if out.pop(key) and bound in out:
@@ -598,7 +603,7 @@ class _Walker:
             finally:
                 self.base = outer
             return cross(inner, self.evaluation_cases(rest, pointer, keyword, seen))
-        own = {k: v for k, v in schema.items() if k in _ASSERTIONS}
+        own = {k: v for k, v in schema.items() if k in _ASSERTIONS and k not in self.refs.lacks}
         if isinstance(own.get("items"), list):  # before 2020-12: items as a list, additionalItems after it
             own["prefixItems"] = own.pop("items")
             if "additionalItems" in own:
@@ -685,7 +690,9 @@ class _Walker:
     def deref(self, schema: Any, pointer: str) -> Any:
         """Follow a chain of bare ``$ref``s."""
         seen = set()
-        while isinstance(schema, dict) and set(schema) & _ASSERTIONS == {"$ref"}:
+        while isinstance(schema, dict) and "$ref" in schema and (
+            self.refs.ref_overrides or set(schema) & _ASSERTIONS == {"$ref"}
+        ):
             if schema["$ref"] in seen:
                 raise SchemaError(f"$ref {schema['$ref']!r} at {pointer} refers only to itself")
             seen.add(schema["$ref"])
@@ -765,15 +772,18 @@ class _Walker:
             raise SchemaError(f"{keyword} at {pointer} must be a non-empty list")
         # S ∧ (A ∨ B) = (S ∧ A) ∨ (S ∧ B): siblings move into every branch.
         combined = [{"allOf": [schema, branch]} if schema else branch for branch in branches]
-        # oneOf, exactly one branch: each branch minus (supersets of) the others it may overlap
-        # (a superset of oneOf is anyOf); a pair known to be disjoint needs no difference.
+        # oneOf, exactly one branch: each branch minus (supersets of) the others it may overlap;
+        # a pair known to be disjoint needs no difference.
         overlaps: list[list[int]] = [[] for _ in branches]
-        if keyword == "oneOf" and len(branches) > 1 and not self.over:
+        if keyword == "oneOf" and len(branches) > 1:
             facts = [self.facts(b, f"{pointer}/oneOf/{i}") for i, b in enumerate(combined)]
             for i, j in itertools.combinations(range(len(branches)), 2):
                 if not facts[i].disjoint(facts[j]):
                     overlaps[i].append(j)
                     overlaps[j].append(i)
+        if self.over:
+            return alt(*(self.over_one_of(combined, overlaps, pointer) if keyword == "oneOf"
+                         else [self.node(b, f"{pointer}/{keyword}/{i}") for i, b in enumerate(combined)]))  # fmt: skip
         supersets: dict[int, Node] = {}
         options = []
         for i, branch in enumerate(combined):
@@ -787,6 +797,29 @@ class _Walker:
             options.append(Difference(option, tuple(minus)) if minus else option)
         return alt(*options)
 
+    def over_one_of(self, branches: list[Any], overlaps: list[list[int]], pointer: str) -> list[Node]:
+        """A superset of ``oneOf``: each branch's superset minus (subsets of) its overlaps with
+        the others, for no value that matches two branches matches the ``oneOf``.
+
+        The anyOf of the supersets would hold too, but a ``oneOf`` beside ``true`` (an
+        unknown keyword's branch) would then be any value, and the ``not`` or ``oneOf``
+        that subtracts it would refuse everything. A subset this walker cannot build
+        exactly (``UnsupportedSchemaError``) is left out: the superset only stays larger.
+        """
+        options = []
+        for i, branch in enumerate(branches):
+            option = self.node(branch, f"{pointer}/oneOf/{i}")
+            minus = []
+            for j in overlaps[i] if option != NOTHING else ():
+                try:
+                    both = self.subset().node({"allOf": [branch, branches[j]]}, f"{pointer}/oneOf/{j}")
+                except UnsupportedSchemaError:
+                    continue
+                if both != NOTHING:
+                    minus.append(both)
+            options.append(Difference(option, tuple(minus)) if minus else option)
+        return options
+
     def facts(self, schema: Any, pointer: str, depth: int = 0, base: str | None = None) -> "_Facts":
         """What every instance of ``schema`` must satisfy, read from a few keywords through
         ``allOf`` and ``$ref``: enough to prove two ``oneOf`` branches disjoint. A keyword
@@ -796,6 +829,11 @@ class _Walker:
         if not isinstance(schema, dict) or depth > 16:
             return _Facts()
         base = self.refs.base_of(schema, self.base if base is None else base)
+        if self.refs.ref_overrides and isinstance(schema.get("$ref"), str):
+            schema = {"$ref": schema["$ref"]}  # its siblings mean nothing (drafts 3 to 7)
+        lacks = self.refs.lacks
+        if lacks:
+            schema = {k: v for k, v in schema.items() if k not in lacks}  # annotations in this draft
         found = _Facts()
         names = [schema["type"]] if isinstance(schema.get("type"), str) else schema.get("type")
         if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
@@ -816,7 +854,7 @@ class _Walker:
                     sub = self.deref(sub, pointer)
                 except ConstrainError:
                     continue
-                if isinstance(sub, dict) and "const" in sub:
+                if isinstance(sub, dict) and "const" in sub and "const" not in lacks:
                     tags[name] = frozenset([_json_key(sub["const"])])
                 elif isinstance(sub, dict) and isinstance(sub.get("enum"), list):
                     tags[name] = frozenset(_json_key(v) for v in sub["enum"])
@@ -871,25 +909,31 @@ class _Walker:
         if scalars:
             options.append(Literals(tuple(dict.fromkeys(_scalar_spellings(scalars)))))
         if self.over:  # every other spelling of the same values
-            # an array or object constant: any text that opens one (its members respelled, spaced
-            # or repeated), not any text at all, which made {"not": {"const": [1]}} empty
-            options += [seq(literal(opening), _ANY_TEXT) for opening, kind in (("[", list), ("{", dict))
-                        if any(isinstance(v, kind) for v in values)]  # fmt: skip
             options += [_number_spellings(v) for v in scalars if _is_number(v)]
             if any(isinstance(v, str) for v in scalars):
                 options.append(_fragment(_ESCAPED_STRING))
-            return alt(*options)
         options += [self.literal_value(v) for v in values if isinstance(v, (dict, list))]
         return alt(*options)
 
     def literal_value(self, value: Any) -> Node:
-        """An object/array constant, with the configured whitespace between its tokens."""
+        """An object/array constant, with the configured whitespace between its tokens.
+
+        Members come in any order where objects do (a parser does not tell orders
+        apart); a superset also respells every number and string in it and lets a key
+        repeat before its last copy, so that it holds every text of an equal value.
+        """
         if isinstance(value, dict):
-            items = [seq(literal(json.dumps(k, ensure_ascii=False)), self.colon, self.literal_value(v))
-                     for k, v in value.items()]  # fmt: skip
-            return self.wrap("{", _join(items, self.sep), "}")
+            items = tuple(seq(literal(json.dumps(k, ensure_ascii=False)), self.colon, self.literal_value(v))
+                          for k, v in value.items())  # fmt: skip
+            if (self.any_order and len(items) > 1) or (self.over and items):
+                body = MemberSet(items, tuple(range(len(items))), self.sep, repeats=self.repeated_keys(list(value)))
+            else:
+                body = _join(list(items), self.sep)
+            return self.wrap("{", body, "}")
         if isinstance(value, list):
             return self.wrap("[", _join([self.literal_value(v) for v in value], self.sep), "]")
+        if self.over:
+            return self.literals({"const": value}, "")
         return Literals(tuple(dict.fromkeys(_scalar_spellings([value]))))
 
     def typed_union(self, schema: dict[str, Any], pointer: str) -> Node:
@@ -1236,8 +1280,6 @@ class _Walker:
             members.append((seq(literal(json.dumps(name, ensure_ascii=False)), self.colon, value), name in required, name))
         declared = list(dict.fromkeys([*properties, *required]))
         extra = self.extra_members(declared, keys, additional, names_node, pointer)
-        if self.over:
-            extra = self.repeated_keys(declared, names_check, extra)
         if not (self.any_order or counted):
             return self.wrap("{", Members(tuple((m, r) for m, r, _ in members), self.sep, extra), "}")
         present = {name for _, _, name in members}
@@ -1250,6 +1292,7 @@ class _Walker:
         body = MemberSet(
             tuple(m for m, _, _ in members), tuple(i for i, (_, r, _) in enumerate(members) if r), self.sep, extra,
             low, high, tuple((index[n], tuple(index[x] for x in needs)) for n, needs in dependencies),
+            repeats=self.repeated_keys([name for _, _, name in members]),
         )  # any order: a counted object tracks its members anyway, so order would only refuse values
         return self.wrap("{", body, "}")
 
@@ -1258,23 +1301,23 @@ class _Walker:
         content = Intersect((self.string_pattern(pattern, pointer), _CANONICAL_TEXT))
         return content, LazyDFA(ByteNFA(content, self.limits))
 
-    def repeated_keys(self, declared: list[str], names_check: LazyDFA | None, extra: Node | None) -> Node | None:
-        """A superset's members also repeat declared keys, with any value.
+    def repeated_keys(self, names: list[str]) -> tuple[tuple[int, Node], ...]:
+        """A superset's members also repeat tracked keys: earlier copies, with any value.
 
         A parser keeps a repeated key's last value (``json.loads`` does), so
         ``{"a": 1, "a": 2}`` is ``{"a": 2}``, and a superset must hold it wherever it holds
-        ``{"a": 2}``: the tracked member ``a`` is then the last one, and each earlier ``a`` is
-        an untracked member with any value. Undeclared keys repeat as extra members, each
-        value checked: taking any value there would make ``not`` around
-        ``additionalProperties`` or ``patternProperties`` refuse every object with an extra
-        member, so a repeated undeclared key with a bad earlier value stays a known gap.
+        ``{"a": 2}``. The earlier copies may come only before the tracked member, which
+        must then come (``MemberSet.repeats``): the value a parser keeps is still checked.
+        Undeclared keys repeat as extra members, each value checked: taking any value
+        there would make ``not`` around ``additionalProperties`` or ``patternProperties``
+        refuse every object with an extra member, so a repeated undeclared key with a bad
+        earlier value stays a known gap.
         """
-        spelled = [json.dumps(n, ensure_ascii=False) for n in declared]
-        allowed = [s for s in spelled if names_check is None or names_check.matches(s.encode())]
-        if not allowed:
-            return extra
-        again = seq(Literals(tuple(s.encode() for s in allowed)), self.colon, self.node(True, ""))
-        return again if extra is None else alt(extra, again)
+        if not self.over:
+            return ()
+        any_value = self.node(True, "")
+        return tuple((i, seq(literal(json.dumps(name, ensure_ascii=False)), self.colon, any_value))
+                     for i, name in enumerate(names))  # fmt: skip
 
     def extra_members(
         self, declared: list[str], keys: list[tuple[tuple[Node, LazyDFA], Any, str]], additional: Any,

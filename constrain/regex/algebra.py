@@ -26,7 +26,6 @@ import heapq
 import itertools
 import threading
 import time
-from collections import deque
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -177,19 +176,26 @@ class ProductDFA(Shared):
         # member that tells the branches apart, not down the first long string), deepest first
         # among equals. An intersection dives depth first where the parts are finite (breadth
         # first expands every shallow tuple of a wide object first). Where a part nests without
-        # bound the search goes breadth first, to stay near the surface: it has a budget, and
-        # only a search that stays shallow finds the witnesses a budget leaves time for.
+        # bound the search has a budget, and only a search that stays near the surface finds
+        # the witnesses a budget leaves time for: cheapest first, where a byte costs 1 and a
+        # bracket that opens a nested value costs as much as _OPENING_COST bytes. (Breadth
+        # first spent the budget on free-form values nested a few levels deep and missed
+        # {"a": "x", "c": "abc"}, 19 bytes away in two open objects; fewest brackets first
+        # spent it on the member subsets of a wide object before opening the array that a
+        # witness had to go through.)
         pending, push, pop = self._frontier(states)
         found: Tuple | None = None
         while pending:
-            current = pop()
+            current, cost = pop()
             if current in self._live or self._accepts(current) or self._free(current):
                 found = current
                 break
-            for successor in self._successors(current)[1]:
+            columns, successors = self._successors(current)
+            deeper = _openings(columns, len(successors)) if self.unbounded else ()
+            for k, successor in enumerate(successors):
                 if successor not in parent and successor not in self._dead:
                     parent[successor] = current
-                    push(successor)
+                    push(successor, cost + (_OPENING_COST if k in deeper else 1))
             if self.unbounded and len(parent) > _SEARCH_BUDGET:
                 # Past the budget a part may nest forever without ever agreeing with the others
                 # (any value minus arrays, after "["), so the search cannot end by exhaustion:
@@ -209,16 +215,23 @@ class ProductDFA(Shared):
             step = parent[step]
         return True
 
-    def _frontier(self, start: Tuple) -> tuple[Any, Callable[[Tuple], None], Callable[[], Tuple]]:
-        """The liveness search's queue: the container, ``push`` and ``pop``, in the order that
-        ``_is_live`` explains."""
-        if self.subtract and not self.unbounded:  # best first: fewest subtracted parts alive, deepest
-            heap: list[tuple[int, int, Tuple]] = [(0, 0, start)]
-            tick = itertools.count()
-            return (heap, lambda t: heapq.heappush(heap, (sum(s != DEAD for s in t[1:]), -next(tick), t)),
-                    lambda: heapq.heappop(heap)[2])  # fmt: skip
-        line = deque([start])
-        return line, line.append, line.popleft if self.unbounded else line.pop
+    def _frontier(
+        self, start: Tuple
+    ) -> tuple[Any, Callable[[Tuple, int], None], Callable[[], tuple[Tuple, int]]]:
+        """The liveness search's queue: the container, ``push(tuple, cost)`` and ``pop``, in the
+        order that ``_is_live`` explains (the cost counts only where a part nests without bound)."""
+        tick = itertools.count()
+        heap: list[tuple[int, int, int, Tuple, int]] = [(0, 0, 0, start, 0)]
+        if self.unbounded:  # cheapest first, then breadth first
+            def push(t: Tuple, cost: int) -> None:
+                heapq.heappush(heap, (cost, 0, next(tick), t, cost))
+        elif self.subtract:  # best first: fewest subtracted parts alive, deepest first
+            def push(t: Tuple, cost: int) -> None:
+                heapq.heappush(heap, (0, sum(s != DEAD for s in t[1:]), -next(tick), t, cost))
+        else:  # depth first
+            def push(t: Tuple, cost: int) -> None:
+                heapq.heappush(heap, (0, 0, -next(tick), t, cost))
+        return heap, push, lambda: heapq.heappop(heap)[3:]
 
     def _intern(self, states: Tuple) -> int:
         existing = self._ids.get(states)
@@ -235,5 +248,20 @@ class ProductDFA(Shared):
 
 
 _DEAD_ROW = np.full(256, DEAD, dtype=np.int32)
+_BRACKETS = (ord("["), ord("{"))
+#: What opening a nested value costs a liveness search, in bytes (see ``_is_live``).
+_OPENING_COST = 8
+
+
+def _openings(columns: NDArray[np.int32], none: int) -> frozenset[int]:
+    """The successors (indexes into a ``_successors`` list) that only ``[`` or ``{`` lead to:
+    where a nested value opens. Inside a string the brackets share a successor with the
+    letters, so they open nothing there."""
+    found = set()
+    for byte in _BRACKETS:
+        k = int(columns[byte])
+        if k != none and set(np.flatnonzero(columns == k).tolist()) <= set(_BRACKETS):
+            found.add(k)
+    return frozenset(found)
 #: Tuples a liveness search may visit when a part has no finite state count (see ``_is_live``).
 _SEARCH_BUDGET = 8192

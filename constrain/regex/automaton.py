@@ -465,16 +465,21 @@ class ByteNFA:
         ) or (node.max_count is not None and node.min_count > node.max_count):
             entry, exit_ = self._state(), self._state()
             return entry, exit_  # the bounds exclude every object: no way through
+        if node.ordered and node.repeats:
+            raise TypeError("an ordered member set cannot repeat keys")
         base = len(self.edges)
         items = [self._build(item) for item in node.items]
         sep_entry, sep_end = self._build(node.separator)
-        extra = self._build(node.extra) if node.extra is not None else None
+        extra = [self._build(node.extra)] if node.extra is not None else []
+        repeats = [self._build(again) for _, again in node.repeats]
         top = len(self.edges)
         push, hub, choose, pop, exit_ = (self._state() for _ in range(5))
         cap = max(1, node.min_count, node.max_count or 0)
         dependencies = tuple((1 << i, sum(1 << j for j in others)) for i, others in node.dependencies)
+        # a repeat's bit (above the items') needs its item, like a dependency
+        dependencies += tuple((1 << (n + j), 1 << i) for j, (i, _) in enumerate(node.repeats))
         spec = _SetSpec(n, sum(1 << i for i in node.required), node.min_count, node.max_count, cap, dependencies,
-                        node.ordered, node.extra is not None)  # fmt: skip
+                        node.ordered, node.extra is not None, tuple(i for i, _ in node.repeats))  # fmt: skip
         self._loops[hub] = (choose, hub, base, top)
         self.ops[push] = ("set_push", 0, None)
         self.ops[hub] = ("set_hub", 0, None, spec)  # type: ignore[assignment]
@@ -483,7 +488,7 @@ class ByteNFA:
         self.epsilon[push].append(hub)
         self.epsilon[hub] += [sep_entry, choose, pop]
         self.epsilon[sep_end].append(choose)
-        for i, (start, end) in enumerate(items + ([extra] if extra is not None else [])):
+        for i, (start, end) in enumerate(items + extra + repeats):
             self.epsilon[choose].append(start)
             mark = self._state()
             self.ops[mark] = ("set_mark", i, None, spec)  # type: ignore[assignment]
@@ -602,6 +607,12 @@ class _SetSpec:
     ordered: bool  # item i only while no item from i on was seen
 
     has_extra: bool
+    repeats: tuple[int, ...] = ()  # per repeat, its item: bit items + j, and no member counted
+
+    @property
+    def width(self) -> int:
+        """The bits of ``seen``: one per item, then one per repeat."""
+        return self.items + len(self.repeats)
 
     def may_end(self, seen: int, count: int) -> bool:
         return (
@@ -628,7 +639,8 @@ class _SetSpec:
             return False
         if total >= self.min_count or self.has_extra:
             return True
-        free = self.items - seen.bit_length() if self.ordered else self.items - bin(seen).count("1")
+        items = seen & ((1 << self.items) - 1)
+        free = self.items - items.bit_length() if self.ordered else self.items - bin(items).count("1")
         return count + free >= self.min_count
 
     def choices(self, seen: int, count: int) -> list[int]:
@@ -642,6 +654,9 @@ class _SetSpec:
                 out.append(i)
         if self.has_extra and self.viable(seen, count + 1):
             out.append(self.items)
+        for j, i in enumerate(self.repeats):  # an earlier copy of item i's key: only before item i
+            if not seen >> i & 1 and self.viable(seen | 1 << (self.items + j), count):
+                out.append(self.items + self.has_extra + j)
         return out
 
 
@@ -649,16 +664,21 @@ def _member_set(op: tuple, targets: list[int], counters: tuple[int, ...]) -> lis
     """The epsilon successors of an unordered member set's states (see ``ByteNFA._member_set``)."""
     kind, spec = op[0], op[3]
     value = counters[-1]
-    seen, count = value & ((1 << spec.items) - 1), value >> spec.items
+    seen, count = value & ((1 << spec.width) - 1), value >> spec.width
     if kind == "set_hub":
         separator, choose, leave = targets
-        out = [(separator if count else choose, counters)] if spec.choices(seen, count) else []
+        out = [(separator if count or seen else choose, counters)] if spec.choices(seen, count) else []
         return out + [(leave, counters)] if spec.may_end(seen, count) else out
     if kind == "set_choose":
         return [(targets[i], counters) for i in spec.choices(seen, count)]
-    # "set_mark": item op[1] (or an extra, past the items) was read
-    bit = 1 << op[1] if op[1] < spec.items else 0
-    return [(targets[0], counters[:-1] + ((seen | bit) | (min(count + 1, spec.cap) << spec.items),))]
+    # "set_mark": item op[1] was read, or past the items an extra, or past that a repeat
+    i = op[1]
+    if i >= spec.items + spec.has_extra:  # a repeated key: its bit, and no new member
+        seen |= 1 << (i - spec.has_extra)
+    else:
+        seen |= 1 << i if i < spec.items else 0
+        count = min(count + 1, spec.cap)
+    return [(targets[0], counters[:-1] + (seen | count << spec.width,))]
 
 
 def _apply(op: tuple, targets: list[int], counters: tuple[int, ...]) -> list[VirtualState]:

@@ -118,6 +118,10 @@ class MemberSet(_Composite):
     dependencies: tuple[tuple[int, tuple[int, ...]], ...] = ()
     #: Items in their listed order (each after every item before it that appears); extras anywhere.
     ordered: bool = False
+    #: ``(i, node)``: earlier occurrences of item ``i``'s key (``node``: that key with any
+    #: value), any number of them while item ``i`` has not come yet, which must then come.
+    #: A parser keeps a repeated key's last value, so a *superset* of objects needs them.
+    repeats: tuple[tuple[int, "Node"], ...] = ()
 
 
 @dataclass(frozen=True)
