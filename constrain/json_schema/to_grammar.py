@@ -102,6 +102,8 @@ class _Writer:
             return _repeat(f"({self.expansion(node.node)})", node.low, node.high)
         if isinstance(node, Members):
             return self.members(node)
+        if isinstance(node, MemberSet):
+            return self.member_set(node)
         # A context-free language has no intersection or complement in general: a recursive
         # reference under one of these stays refused, by name.
         raise UnsupportedSchemaError(
@@ -133,6 +135,55 @@ class _Writer:
             self.extra_rules.append(f"{later[n]}: ")
         return first[0]
 
+    def member_set(self, node: MemberSet) -> str:
+        """Members in any order, where some value refers to a rule: a list of members, with
+        rules that track which required members were seen.
+
+        A member may repeat here, which the regex automaton's bit set forbids. That is
+        sound: every copy's value is checked and a parser keeps the last one, so the value
+        read is one the schema accepts (and ``json.dumps`` never repeats a key). What must
+        be tracked is only that each required member comes: one rule per subset of them.
+        Counting members (``minProperties``, ``maxProperties``) and ``dependentRequired``
+        need every member tracked, and stay refused.
+        """
+        counted = [name for name, on in (("minProperties", node.min_count), ("maxProperties", node.max_count is not None),
+                                         ("dependentRequired", node.dependencies)) if on]  # fmt: skip
+        if counted or node.ordered or len(node.required) > _MAX_TRACKED:
+            reason = (f"{counted[0]} on an object that holds a recursive reference (its members are not counted)"
+                      if counted else f"more than {_MAX_TRACKED} required members around a recursive reference")
+            raise UnsupportedSchemaError(counted[0] if counted else "required", "#", reason)
+        k = self._members
+        self._members += 1
+        sep = self.leaf(node.separator)
+        required = list(node.required)
+        others = [self.expansion(item) for i, item in enumerate(node.items) if i not in node.required]
+        if node.extra is not None:
+            others.append(self.expansion(node.extra))
+        tracked = {j: self.expansion(node.items[j]) for j in required}
+        other = f"m{k}_other"
+        if others:
+            self.extra_rules.append(f"{other}: " + " | ".join(f"({o})" for o in others))
+
+        def seen(subset: int) -> str:
+            return f"m{k}_seen_{subset}"
+
+        for subset in range(1 << len(required)):
+            options = [f"{seen(subset)} {sep} {other}"] if others else []
+            for bit, j in enumerate(required):
+                if subset >> bit & 1:
+                    options.append(f"{seen(subset)} {sep} {tracked[j]}")  # again: its last copy counts
+                    before = subset & ~(1 << bit)
+                    options.append(f"{seen(before)} {sep} {tracked[j]}" if before or others else "")
+                    if not before:
+                        options.append(tracked[j])  # the first member
+            if not subset and others:
+                options.append(other)
+            options = [o for o in options if o]
+            if options:
+                self.extra_rules.append(f"{seen(subset)}: " + " | ".join(dict.fromkeys(options)))
+        full = seen((1 << len(required)) - 1)
+        return full if required else (f"{full}?" if others else "")
+
     def leaf(self, node: Node) -> str:
         """A reference-free tree as one terminal; a nullable one as an optional terminal."""
         if node == EMPTY or (isinstance(node, Concat) and not node.parts):
@@ -154,6 +205,10 @@ class _Writer:
         if node not in self.terminals:
             self.terminals[node] = f"T{len(self.terminals)}"
         return self.terminals[node]
+
+
+#: Required members a member set around a recursive reference may track (one rule per subset).
+_MAX_TRACKED = 6
 
 
 def _repeat(inner: str, low: int, high: int | None) -> str:

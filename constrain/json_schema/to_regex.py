@@ -126,8 +126,9 @@ class SchemaOptions:
     lists them, as xgrammar and llguidance generate them) or ``"any"`` (the
     specification's reading); None picks ``"any"`` with ``strict_properties=False`` and
     ``"definition"`` otherwise. ``"any"`` costs states: inside every member value the
-    automaton remembers which members were seen, so first visits multiply. Recursive
-    schemas (the grammar backend) keep definition order.
+    automaton remembers which members were seen, so first visits multiply. In a
+    recursive schema an object around a reference takes any order as a member list
+    (see ``to_grammar._Writer.member_set``).
     ``formats``: ``"assert"`` checks ``format`` (the formats this library implements; a
     format the specification defines but this library does not is refused), as
     validators with the format-assertion vocabulary do and as generation wants: a
@@ -343,9 +344,9 @@ class _Walker:
         self.over = over
         self._superset: _Walker | None = None
         self._unordered: _Walker | None = None
-        # grammars write ordered members only; a superset takes every order
+        # a superset takes every order
         order = options.property_order or ("definition" if options.strict_properties else "any")
-        self.any_order = over or (order == "any" and not rule_refs)
+        self.any_order = over or order == "any"
         self.options = options
         self.rule_refs = rule_refs
         self.rules: dict[str, Node] = {}
@@ -1243,10 +1244,6 @@ class _Walker:
         if self.over and (properties or required):
             high = None  # a text that repeats a declared key holds more members than its value
         counted = bool(low or high is not None or dependent)
-        if counted and self.rule_refs:
-            self.unsupported("minProperties" if low else "maxProperties" if high is not None else "dependentRequired",
-                             pointer, "the grammar backend keeps members in order and does not count them")  # fmt: skip
-            low, high, dependent, counted = 0, None, {}, False
         keys = [(self.key_pattern(p, f"{pointer}/patternProperties/{_escape_pointer(p)}"), sub, p)
                 for p, sub in patterns.items()]  # fmt: skip
         names_node = None if names_schema is True else self.node(names_schema, f"{pointer}/propertyNames")
