@@ -81,6 +81,9 @@ CASES = {
     "oneOf-inner-oneOf-true-branch": ({"oneOf": [
         {"x-unknown": 1}, {"type": "string"}, {"type": "array", "items": {"oneOf": [{}, {"type": "string"}]}, "minItems": 1},
     ]}, [["a"], 1, {"a": 1}, []]),  # fmt: skip
+    # a lookahead right after ^ is an intersection or a difference with what starts with its match
+    "pattern-lookaheads": ({"type": "string", "pattern": "^(?!a)(?=.*b)[a-z]+$"}, ["b", "ba"]),
+    "not-pattern-lookahead": ({"type": "string", "not": {"pattern": "^(?!a)b"}}, ["a", "ab", "abc", "99", ""]),
     "allOf-clash": ({"allOf": [{"type": "string", "pattern": "a"}, {"pattern": "b"}]}, ["ab", "ba"]),
     "pattern-format-length": ({"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "format": "hostname"},
                               ["ab", "abc", "ba"]),  # fmt: skip

@@ -1117,11 +1117,20 @@ class _Walker:
         anything = Repeat(_fragment(STRING_CHAR), 0, None)
         options = []
         for starts, body, ends in _anchored_alternatives(pattern):
+            looks = []
+            while starts and (peeled := _leading_lookaround(body)) is not None:
+                positive, inner, body = peeled
+                looks.append((positive, self.string_pattern(f"^(?:{inner})", pointer)))
             try:
                 tree = parse_regex(body, ecma=True) if body else EMPTY
             except PatternError as exc:
                 raise UnsupportedSchemaError("pattern", pointer, str(exc)) from None
-            options.append(seq(EMPTY if starts else anything, _json_escaped(tree), EMPTY if ends else anything))
+            option = seq(EMPTY if starts else anything, _json_escaped(tree), EMPTY if ends else anything)
+            wanted = [look for positive, look in looks if positive]
+            unwanted = [alt(look, _RESPELLED_TEXT) for positive, look in looks if not positive]
+            if wanted:
+                option = Intersect((option, *wanted))
+            options.append(Difference(option, tuple(unwanted)) if unwanted else option)
         return alt(*options) if options else NOTHING
 
     def type_array(self, schema: dict[str, Any], pointer: str) -> Node:
@@ -1527,6 +1536,21 @@ def _anchored_alternatives(pattern: str) -> list[tuple[bool, str, bool]]:
     return out
 
 
+def _leading_lookaround(body: str) -> tuple[bool, str, str] | None:
+    """``(positive, inside, rest)`` for a body that opens with ``(?=…)`` or ``(?!…)``, else None.
+
+    Right after ``^`` a lookahead is an intersection (or a difference) with the strings
+    that start with what it matches: ``^(?!@@)[@a-z]+$`` is ``[@a-z]+`` minus ``@@.*``,
+    ``^(?=[^=]+$).+$`` is ``.+`` ∩ ``[^=]+``. Elsewhere it stays refused as non-regular
+    syntax (it is regular, but needs the rest of the pattern at that point)."""
+    if not body.startswith(("(?=", "(?!")):
+        return None
+    for index, _, depth in _structure(body):
+        if depth == 0:
+            return body[2] == "=", body[3:index], body[index + 1 :]
+    return None
+
+
 def _matches_empty(pattern: str) -> bool:
     """Whether a pattern (no anchors) matches the empty string, by our own automaton."""
     try:
@@ -1825,6 +1849,10 @@ _ESCAPED = tuple(_canonical_unit(chr(c)).encode() for c in [0x22, 0x5C, *range(0
 #: One character of a JSON string in its canonical spelling, and any run of them.
 _CANONICAL_CHAR = alt(_RAW, Literals(_ESCAPED))
 _CANONICAL_TEXT = Repeat(_CANONICAL_CHAR, 0, None)
+#: String content that spells some character with an escape JSON does not need: a pattern's
+#: characters are written canonically (``_json_escaped``), so a negative lookahead subtracts
+#: these too, and what remains is canonical text, where the lookahead is exact.
+_RESPELLED_TEXT = _fragment(_ESCAPED_STRING[1:-1])
 
 
 def _other_key(names: list[str]) -> Node:
