@@ -145,6 +145,25 @@ class Compiler:
             ),
         )
 
+    def gbnf(self, text: str, *, start: str = "root", limits: Limits | None = None) -> "RegexGuide | CFGGuide":
+        """A guide for text that GBNF grammar ``text`` (llama.cpp's format) derives from rule ``start``.
+
+        A grammar without recursion compiles to the regex backend (one automaton for the
+        whole language); a recursive one to the CFG backend, with every recursion-free
+        stretch as one regex terminal (``guide.backend`` says which). Raises
+        :class:`~constrain.GrammarError` (a :class:`~constrain.cfg.gbnf.GBNFError`, with
+        ``rule`` and ``line``) for syntax errors, undefined rules, left recursion and
+        grammars lark's LALR cannot take; ``docs/cfg.md`` ("GBNF") lists what is supported.
+        """
+        from .cfg.gbnf import translate_gbnf
+
+        limits = limits or self.limits
+        translation = translate_gbnf(text, start)
+        if translation.tree is not None:
+            tree = translation.tree
+            return self._cached(("gbnf", text, start), lambda: tree, f"gbnf({text[:50]!r})", limits)
+        return translation.with_gbnf_names(lambda: self._grammar_of_trees(translation.lark_text, translation.terminals, limits))
+
     def _grammar_of_trees(self, text: str, terminals: Mapping[str, Node], limits: Limits) -> "CFGGuide":
         """A grammar guide whose terminals are regex-backend trees (the skeleton of a recursive schema)."""
         from .cfg import compile_grammar

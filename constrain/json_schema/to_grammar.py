@@ -23,9 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..regex.tree import (
-    EMPTY, Alt, CharSet, Concat, Difference, Intersect, Literals, Members, MemberSet, Nested, Node, Repeat, RuleRef,
-)
+from ..cfg.skeleton import has_rule_ref, lark_repeat
+from ..regex.tree import EMPTY, Alt, CharSet, Concat, Literals, Members, MemberSet, Node, Repeat, RuleRef
 from .to_regex import SchemaError, SchemaOptions, UnsupportedSchemaError, WalkResult, load_schema, schema_walk
 
 __all__ = ["SchemaGrammar", "schema_to_grammar", "tree_to_grammar"]
@@ -69,14 +68,14 @@ class _Writer:
     _members: int = 0
 
     def expansion(self, node: Node) -> str:
-        if not _has_ref(node):
+        if not has_rule_ref(node):
             return self.leaf(node)
         if isinstance(node, RuleRef):
             return node.name
         if isinstance(node, Concat):
             parts, pending = [], []
             for part in node.parts:  # neighbouring reference-free parts make one terminal
-                if _has_ref(part):
+                if has_rule_ref(part):
                     if pending:
                         parts.append(self.leaf(Concat(tuple(pending))))
                         pending = []
@@ -95,11 +94,11 @@ class _Writer:
                 return ""
             item = f"({self.expansion(node.node)})"
             pair = f"({self.leaf(node.separator)} {item})"
-            tail = _repeat(pair, max(node.low - 1, 0), None if node.high is None else node.high - 1)
+            tail = lark_repeat(pair, max(node.low - 1, 0), None if node.high is None else node.high - 1)
             core = f"{item} {tail}".strip()
             return core if node.low else f"({core})?"
         if isinstance(node, Repeat):
-            return _repeat(f"({self.expansion(node.node)})", node.low, node.high)
+            return lark_repeat(f"({self.expansion(node.node)})", node.low, node.high)
         if isinstance(node, Members):
             return self.members(node)
         if isinstance(node, MemberSet):
@@ -209,39 +208,6 @@ class _Writer:
 
 #: Required members a member set around a recursive reference may track (one rule per subset).
 _MAX_TRACKED = 6
-
-
-def _repeat(inner: str, low: int, high: int | None) -> str:
-    """Lark text for ``inner`` repeated ``low`` to ``high`` (None: unbounded) times."""
-    if high is None:
-        return {0: f"{inner}*", 1: f"{inner}+"}.get(low, f"{inner}~{low} {inner}*")
-    if high == 0:
-        return ""
-    if (low, high) == (0, 1):
-        return f"{inner}?"
-    return f"{inner}~{low}..{high}" if low else f"({inner}~1..{high})?"
-
-
-def _has_ref(node: Node) -> bool:
-    if isinstance(node, RuleRef):
-        return True
-    if isinstance(node, Concat):
-        return any(_has_ref(p) for p in node.parts)
-    if isinstance(node, Alt):
-        return any(_has_ref(o) for o in node.options)
-    if isinstance(node, Repeat):
-        return _has_ref(node.node) or (node.separator is not None and _has_ref(node.separator))
-    if isinstance(node, Members):
-        return any(_has_ref(i) for i, _ in node.items) or (node.extra is not None and _has_ref(node.extra))
-    if isinstance(node, MemberSet):
-        return any(_has_ref(i) for i in node.items) or (node.extra is not None and _has_ref(node.extra))
-    if isinstance(node, Intersect):
-        return any(_has_ref(p) for p in node.parts)
-    if isinstance(node, Difference):
-        return _has_ref(node.base) or any(_has_ref(m) for m in node.minus)
-    if isinstance(node, Nested):
-        return _has_ref(node.level)
-    return False
 
 
 def _nullable(node: Node) -> bool:
