@@ -86,6 +86,19 @@ def _guide(compiler: Any, args: argparse.Namespace) -> Any:
     return compiler.json_schema(_import_class(args.model_class), **options)
 
 
+def _prompt(args: argparse.Namespace) -> str:
+    """The prompt, after the tables of ``--sql-tables``: the model must know the names it may use.
+
+    The grammar lets it write only those names; without them in the prompt a small model
+    wanders through the grammar's other names (aliases, functions) instead.
+    """
+    if args.sql_tables is None:
+        return str(args.prompt)
+    tables = json.loads(_read(args.sql_tables))
+    listed = ", ".join(f"{table}({', '.join(columns)})" for table, columns in tables.items())
+    return f"Tables: {listed}. {args.prompt}"
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text()
@@ -127,7 +140,7 @@ def _generate(args: argparse.Namespace) -> int:
         compiler = Compiler(tokenizer, vocab_size=width, generation_config=model)
         guide = _guide(compiler, args)
     result = generate(
-        model, tokenizer, args.prompt, guide, compiler.vocabulary,
+        model, tokenizer, _prompt(args), guide, compiler.vocabulary,
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k, seed=args.seed,
     )  # fmt: skip
     if not result.complete:

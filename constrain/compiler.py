@@ -179,19 +179,23 @@ class Compiler:
         return self._cached_guide(("grammar-of-trees", text, tuple(terminals.items()), limits), build)
 
     def sql(
-        self, tables: Mapping[str, Sequence[str]] | None = None, *, comments: bool = False,
+        self, tables: Mapping[str, Sequence[str]] | None = None, *, comments: bool = False, canonical: bool = True,
         limits: Limits | None = None,
     ) -> "CFGGuide":
         """A guide for generated SQL: the bundled dialect, its table and column names from ``tables``
         (table name → column names; None: any names), and no comments unless ``comments=True``:
-        a model that starts a ``--`` comment can stay in it. ``grammar("sql")`` keeps them (lark's
-        exact bundled grammar)."""
+        a model that starts a ``--`` comment can stay in it. Keywords come in capitals, names as
+        ``tables`` spells them, one space between tokens, unless ``canonical=False`` (every
+        spelling SQL reads: a small model wrote ``InSert`` with blank lines between tokens).
+        ``grammar("sql")`` keeps lark's exact bundled grammar."""
         from .cfg import compile_sql
 
         limits = limits or self.limits
         named = None if tables is None else tuple((table, tuple(columns)) for table, columns in tables.items())
-        key = ("sql", named, comments, limits)
-        return self._cached_guide(key, lambda: compile_sql(tables, self.vocabulary, comments=comments, limits=limits))
+        key = ("sql", named, comments, canonical, limits)
+        return self._cached_guide(
+            key, lambda: compile_sql(tables, self.vocabulary, comments=comments, canonical=canonical, limits=limits)
+        )
 
     def _cached(
         self, key: tuple[Any, ...], parse: Callable[[], Node], source: str, limits: Limits | None

@@ -354,3 +354,21 @@ def test_generated_sql_leaves_comments_out_unless_asked(smollm2: object) -> None
     compiler = constrain.Compiler(vocabulary)
     assert not accepts(compiler.sql(), tokenize_continuation(smollm2, "select 1 /* one */"))
     assert accepts(compiler.grammar("sql"), tokenize_continuation(smollm2, "select 1 /* one */"))
+
+
+def test_generated_sql_has_one_spelling_per_keyword_and_name(smollm2: object) -> None:
+    """Compiler.sql writes keywords in capitals, names as the schema spells them, one space between
+    tokens and identifiers up to 63 characters (a small model wrote 'InSert', blank lines and a
+    name without end); canonical=False keeps every spelling lark reads. Both stay inside lark's."""
+    compiler = constrain.Compiler(constrain.Vocabulary.from_tokenizer(smollm2))
+    canonical, loose = compiler.sql(SCHEMA), compiler.sql(SCHEMA, canonical=False)
+    oracle = sql_parser(SCHEMA)
+    alias = "a" * 63
+    for query in ["SELECT id FROM orders", f"SELECT {alias}.id FROM orders {alias}", "SELECT COUNT(*) FROM orders"]:
+        oracle.parse(query)
+        assert accepts(canonical, tokenize_continuation(smollm2, query)), query
+    for query in ["select id from orders", "SELECT ID FROM orders", "SELECT id\nFROM orders",
+                  f"SELECT a{alias}.id FROM orders a{alias}"]:  # fmt: skip
+        oracle.parse(query)
+        assert not accepts(canonical, tokenize_continuation(smollm2, query)), query
+        assert accepts(loose, tokenize_continuation(smollm2, query)), query

@@ -34,7 +34,7 @@ from .errors import GrammarError
 from .grammar import BUNDLED_OPTIONS, CompiledGrammar, lark_parser, load_grammar_source
 from .guide import CFGGuide
 
-__all__ = ["compile_sql", "sql_grammar", "sql_parser", "without_comments"]
+__all__ = ["canonical_spelling", "compile_sql", "sql_grammar", "sql_parser", "without_comments"]
 
 SQL_ALWAYS_ACCEPT: tuple[str, ...] = BUNDLED_OPTIONS["sql"]["always_accept"]
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
@@ -59,16 +59,44 @@ def without_comments(text: str) -> str:
     return text
 
 
-def sql_grammar(tables: Mapping[str, Sequence[str]] | None, *, comments: bool = True) -> str:
-    """The bundled SQL grammar, restricted to ``tables`` (table name → column names) unless None."""
+_WHITESPACE = "WS: /[ \\t\\r\\n\\f]+/\n"
+_NAME = "NAME: /[A-Za-z_][A-Za-z0-9_$]*/\n"
+
+
+def canonical_spelling(text: str) -> str:
+    """The SQL grammar text with one spelling per keyword (upper case) and one space between tokens.
+
+    SQL reads ``SeLeCt`` as ``SELECT`` and any run of blanks as one, so the bundled grammar
+    takes every spelling, and a small model takes them too: the README's example wrote
+    ``InSert`` and ``CustoMers`` with blank lines between tokens. Generated SQL keeps
+    the spelling people write (keywords in capitals, names as the schema spells them);
+    ``canonical=False`` keeps lark's exact grammar. Free identifiers (aliases) keep any case,
+    up to PostgreSQL's 63 characters (the example's model also wrote one name without end).
+    """
+    if _WHITESPACE not in text:
+        raise GrammarError("the bundled SQL grammar no longer has its WS terminal")
+    text = text.replace(_WHITESPACE, 'WS: " "\n')
+    if _NAME not in text:
+        raise GrammarError("the bundled SQL grammar no longer has its NAME terminal")
+    text = text.replace(_NAME, "NAME: /[A-Za-z_][A-Za-z0-9_$]{0,62}/\n")  # PostgreSQL's limit: 63 bytes
+    return _KEYWORD.sub(lambda m: f'{m.group(1)}: "{m.group(2).upper()}"', text)
+
+
+def sql_grammar(
+    tables: Mapping[str, Sequence[str]] | None, *, comments: bool = True, canonical: bool = False
+) -> str:
+    """The bundled SQL grammar, restricted to ``tables`` (table name → column names) unless None,
+    without comments unless ``comments``, with one spelling per keyword and name if ``canonical``."""
     text = load_grammar_source("sql")[0]
     if not comments:
         text = without_comments(text)
+    if canonical:
+        text = canonical_spelling(text)
     if tables is None:
         return text
     if not isinstance(tables, Mapping) or not tables:
         raise GrammarError("compile_sql needs a non-empty mapping of table name → column names")
-    keywords = {word: name for name, word in _KEYWORD.findall(text)}
+    keywords = {word.lower(): name for name, word in re.findall(r'^([A-Z_]+): "([A-Za-z_]+)"i?$', text, re.MULTILINE)}
     terminals: dict[str, str] = {}  # spelling key → terminal name
     definitions: list[str] = []
 
@@ -79,7 +107,7 @@ def sql_grammar(tables: Mapping[str, Sequence[str]] | None, *, comments: bool = 
             key = name.lower()
             if key in keywords:
                 return keywords[key]
-            pattern = f'"{key}"i'
+            pattern = f'"{name}"' if canonical else f'"{key}"i'
         else:
             key = '"' + name.replace('"', '""') + '"'
             pattern = _lark_string(key)
@@ -148,15 +176,18 @@ def compile_sql(
     *,
     start: str = "start",
     comments: bool = False,
+    canonical: bool = False,
     limits: Limits | None = None,
 ) -> CFGGuide:
     """A guide for the bundled SQL dialect whose table and column names come from ``tables``
-    (None: any names), without comments unless ``comments`` (see :func:`without_comments`).
+    (None: any names), without comments unless ``comments`` (see :func:`without_comments`),
+    and with ``canonical=True`` keywords in capitals, names as ``tables`` spells them and one
+    space between tokens (see :func:`canonical_spelling`; ``Compiler.sql`` asks for it).
 
     ``limits`` are those of :func:`~constrain.cfg.compile_grammar`.
     """
     vocab = vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary.from_tokenizer(vocabulary)
-    text = sql_grammar(tables, comments=comments)
+    text = sql_grammar(tables, comments=comments, canonical=canonical)
     label = "sql" if tables is None else "sql(schema)"
     grammar = CompiledGrammar(text, vocab, start=start, label=label, always_accept=SQL_ALWAYS_ACCEPT, limits=limits)
     return CFGGuide(grammar, vocab)
