@@ -358,8 +358,8 @@ def test_generated_sql_leaves_comments_out_unless_asked(smollm2: object) -> None
 
 def test_generated_sql_has_one_spelling_per_keyword_and_name(smollm2: object) -> None:
     """Compiler.sql writes keywords in capitals, names as the schema spells them, one space between
-    tokens and identifiers up to 63 characters (a small model wrote 'InSert', blank lines and a
-    name without end); canonical=False keeps every spelling lark reads. Both stay inside lark's."""
+    tokens (never two) and identifiers up to 63 characters (a small model wrote 'InSert', blank
+    lines, runs of spaces and a name without end); canonical=False keeps every spelling lark reads."""
     compiler = constrain.Compiler(constrain.Vocabulary.from_tokenizer(smollm2))
     canonical, loose = compiler.sql(SCHEMA), compiler.sql(SCHEMA, canonical=False)
     oracle = sql_parser(SCHEMA)
@@ -367,7 +367,7 @@ def test_generated_sql_has_one_spelling_per_keyword_and_name(smollm2: object) ->
     for query in ["SELECT id FROM orders", f"SELECT {alias}.id FROM orders {alias}", "SELECT COUNT(*) FROM orders"]:
         oracle.parse(query)
         assert accepts(canonical, tokenize_continuation(smollm2, query)), query
-    for query in ["select id from orders", "SELECT ID FROM orders", "SELECT id\nFROM orders",
+    for query in ["select id from orders", "SELECT ID FROM orders", "SELECT id\nFROM orders", "SELECT  id FROM orders",
                   f"SELECT a{alias}.id FROM orders a{alias}"]:  # fmt: skip
         oracle.parse(query)
         assert not accepts(canonical, tokenize_continuation(smollm2, query)), query

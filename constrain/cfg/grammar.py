@@ -244,9 +244,12 @@ class CompiledGrammar:
         always_accept: tuple[str, ...] = (),
         limits: Limits | None = None,
         automata: Mapping[str, Any] | None = None,
+        single_ignore: bool = False,
     ) -> None:
         self.text = text
         self.label = label
+        #: No ignored lexeme right after another (generated SQL: one space, not a run of them).
+        self.single_ignore = single_ignore
         self.start = start
         self.always_accept = tuple(always_accept)
         self.limits = limits or Limits()
@@ -357,11 +360,32 @@ class CompiledGrammar:
                 start_state = self.lexer.add_context(specs[id(basic)])
                 starts[id(basic)] = start_state
             self.start_of_state[state] = start_state
+        # With single_ignore, the lexer goes on after an ignored lexeme in the same context
+        # minus the ignored terminals: its own start state, so the guide's state tells.
+        self.start_after_ignore_of_state = self.start_of_state
+        if single_ignore:
+            unignored: dict[int, int] = {}
+            self.start_after_ignore_of_state = [0] * self.num_states
+            for state in range(self.num_states):
+                basic = lexer.lexers.get(state)
+                if basic is None:
+                    continue
+                if id(basic) not in unignored:
+                    spec = specs[id(basic)]
+                    kept = tuple(t for t in spec.order if t not in self.ignore)
+                    unignored[id(basic)] = self.lexer.add_context(LexerContext(kept, spec.unless))
+                self.start_after_ignore_of_state[state] = unignored[id(basic)]
 
     # ------------------------------------------------------------------ parsing
 
     def start_of(self, stack: int) -> int:
         """The lexer's start state in the context of this stack (lark picks it by the top state)."""
+        return self.start_of_state[self.stacks.top[stack]]
+
+    def start_after(self, stack: int, emission: int) -> int:
+        """The lexer's start state once ``emission`` was handed over and left ``stack``."""
+        if self.emits.ignored[emission]:
+            return self.start_after_ignore_of_state[self.stacks.top[stack]]
         return self.start_of_state[self.stacks.top[stack]]
 
     def feed(self, stack: int, terminal: str) -> int:

@@ -171,7 +171,7 @@ class CFGGuide(Shared):
                         stack = self.emit(stack, emission)
                         if stack < 0:
                             return None
-                        q, last, pending = g.start_of(stack), -1, b""
+                        q, last, pending = g.start_after(stack, emission), -1, b""
                         continue
                     last, pending = emission, b""
                 elif last >= 0:
@@ -184,7 +184,7 @@ class CFGGuide(Shared):
             if stack < 0:
                 return None
             buf[pos:pos] = pending  # re-lex what followed the match, in the next context
-            q, last, pending = g.start_of(stack), -1, b""
+            q, last, pending = g.start_after(stack, last), -1, b""
         return (stack, q, last, pending)
 
     def _end_ok(self, state: State) -> bool:
@@ -200,7 +200,7 @@ class CFGGuide(Shared):
             stack = self.emit(stack, last)
             if stack < 0:
                 return False
-            current = self.feed_bytes((stack, g.start_of(stack), -1, b""), pending)
+            current = self.feed_bytes((stack, g.start_after(stack, last), -1, b""), pending)
         return False
 
     def viable(self, state: State) -> bool:

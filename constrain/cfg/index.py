@@ -238,7 +238,7 @@ class MaskIndex(Shared):
             new_stack = guide.emit(stack, emission)
             if new_stack < 0:
                 continue
-            next_state: "State | None" = (new_stack, grammar.start_of(new_stack), -1, b"")
+            next_state: "State | None" = (new_stack, grammar.start_after(new_stack, emission), -1, b"")
             if replay:
                 next_state = guide.feed_bytes(next_state, replay)  # type: ignore[arg-type]
                 if next_state is None:

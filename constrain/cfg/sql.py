@@ -72,6 +72,7 @@ def canonical_spelling(text: str) -> str:
     the spelling people write (keywords in capitals, names as the schema spells them);
     ``canonical=False`` keeps lark's exact grammar. Free identifiers (aliases) keep any case,
     up to PostgreSQL's 63 characters (the example's model also wrote one name without end).
+    :func:`compile_sql` also lets no space follow another (``single_ignore``).
     """
     if _WHITESPACE not in text:
         raise GrammarError("the bundled SQL grammar no longer has its WS terminal")
@@ -189,7 +190,8 @@ def compile_sql(
     vocab = vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary.from_tokenizer(vocabulary)
     text = sql_grammar(tables, comments=comments, canonical=canonical)
     label = "sql" if tables is None else "sql(schema)"
-    grammar = CompiledGrammar(text, vocab, start=start, label=label, always_accept=SQL_ALWAYS_ACCEPT, limits=limits)
+    grammar = CompiledGrammar(text, vocab, start=start, label=label, always_accept=SQL_ALWAYS_ACCEPT, limits=limits,
+                              single_ignore=canonical)  # fmt: skip
     return CFGGuide(grammar, vocab)
 
 
