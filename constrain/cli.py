@@ -59,6 +59,7 @@ def _constraint_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--schema", type=Path, help="a JSON Schema file")
     what.add_argument("--model-class", help="a Pydantic model as module:Class (the current folder is importable)")
     what.add_argument("--grammar", help="a bundled Lark grammar ('json', 'sql') or a .lark file")
+    what.add_argument("--gbnf", type=Path, help="a GBNF grammar file (llama.cpp's format), start rule 'root'")
     what.add_argument("--sql-tables", type=Path,
                       help="a JSON file {table: [columns]}: SQL restricted to that database schema")  # fmt: skip
     parser.add_argument("--model", default="smollm2", help="'smollm2' (offline default) or a local model directory")
@@ -75,6 +76,8 @@ def _guide(compiler: Any, args: argparse.Namespace) -> Any:
         return compiler.choice(args.choice)
     if args.grammar == "sql":  # generated SQL: without comments, a small model's favourite loop
         return compiler.sql(None, comments=args.sql_comments)
+    if args.gbnf is not None:
+        return compiler.gbnf(_read(args.gbnf))
     if args.grammar is not None:
         source = Path(args.grammar)
         return compiler.grammar(source.read_text() if source.suffix == ".lark" and source.is_file() else args.grammar)

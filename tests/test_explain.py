@@ -61,6 +61,14 @@ def test_cli_reports_unsupported_keyword(tmp_path: Path, capsys: pytest.CaptureF
     assert "uniqueItems" in capsys.readouterr().err
 
 
+def test_cli_takes_a_gbnf_grammar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    grammar = tmp_path / "answer.gbnf"
+    grammar.write_text('root ::= ("yes" | "no") "."  # a regular grammar: the regex backend\n')
+    assert main(["explain", "--gbnf", str(grammar), "--text", "yes."]) == 0
+    assert "final (may end here): True" in capsys.readouterr().out
+    assert main(["explain", "--gbnf", str(grammar), "--text", "maybe."]) == 1
+
+
 def test_the_cli_says_its_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stop:
         main(["--version"])
