@@ -286,6 +286,21 @@ def test_keywords_a_draft_does_not_define_are_annotations_there(draft: str) -> N
     assert ("if" in ignored) == ("draft-04" in draft or "draft-06" in draft)
 
 
+@pytest.mark.parametrize("draft", ["http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#"])
+def test_older_spellings_stay_enforced_when_read_twice(draft: str) -> None:
+    """The walker spells draft-4 'dependencies' as 'dependentSchemas' and reads a merged anyOf
+    branch again: a draft that lacks 'dependentSchemas' must not drop what it wrote itself
+    (MaskBench o11666 let {"type": "string", "minimum": "10"} through that way)."""
+    branch = {"properties": {"type": {"enum": ["integer", "string"]}, "minimum": {"type": "string"}},
+              "dependencies": {"minimum": {"properties": {"type": {"enum": ["integer"]}}}, "type": ["minimum"]}}
+    schema = {"$schema": draft, "type": "object", "anyOf": [branch]}
+    dfa = LazyDFA(ByteNFA(schema_walk(schema, SchemaOptions(strict_properties=False)).tree, Limits()))
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for text in ['{"type": "string", "minimum": "10"}', '{"type": "integer", "minimum": "10"}', '{"type": "integer"}',
+                 '{"minimum": "1"}']:  # fmt: skip
+        assert dfa.matches(text.encode()) == validator.is_valid(json.loads(text)), (draft, text)
+
+
 def test_refs_resolve_against_base_uris_anchors_and_remotes(smollm2: object) -> None:
     """$id changes the base below it, $anchor names a target, remote documents come from remotes=."""
     nested = {
@@ -429,3 +444,4 @@ def test_the_docs_example_of_the_specifications_semantics_runs(capsys: pytest.Ca
     assert block, "docs/json_schema.md has the example"
     exec(compile(block.group(1), "docs/json_schema.md", "exec"), {})
     assert "x-owner" in capsys.readouterr().out
+

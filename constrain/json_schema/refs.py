@@ -41,8 +41,13 @@ class References:
         #: its siblings, and a document that names no draft is read as 2020-12.
         self.ref_overrides = bool(re.search(r"draft-0[3-7]/", dialect))
         #: The keywords the document's draft does not define: annotations there, as every
-        #: unknown keyword is (a draft-04 validator ignores "const" and "if").
-        self.lacks = next((lacks for marker, lacks in _LACKS if marker in dialect), frozenset())
+        #: unknown keyword is (a draft-04 validator ignores "const" and "if"). Not among them:
+        #: the 2020-12 names the walker itself writes for older spellings (``dependencies``
+        #: becomes ``dependentSchemas``, array ``items`` becomes ``prefixItems``), which it reads
+        #: again later; they are enforced in every draft (stricter where a draft-7 document
+        #: writes ``dependentSchemas`` itself, never weaker).
+        lacks = next((lacks for marker, lacks in _LACKS if marker in dialect), frozenset())
+        self.lacks = lacks - {"dependentRequired", "dependentSchemas", "prefixItems"}
         for uri, document in (remotes or {}).items():
             self._index(document, urldefrag(uri)[0])
         self.root_base = self._index(root, DEFAULT_BASE)
