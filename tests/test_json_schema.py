@@ -445,3 +445,23 @@ def test_the_docs_example_of_the_specifications_semantics_runs(capsys: pytest.Ca
     exec(compile(block.group(1), "docs/json_schema.md", "exec"), {})
     assert "x-owner" in capsys.readouterr().out
 
+
+def test_optional_members_are_free_with_the_spec_semantics(smollm2: object) -> None:
+    """Only required (and dependentRequired) members are tracked: an optional one may repeat, each
+    copy checked (a parser keeps the last), so states inside a wide object are shared by every
+    subset of members seen. minProperties counts members: there a repeat is refused."""
+    wide = {"type": "object", "properties": {f"key{i}": {"type": "integer"} for i in range(40)}, "required": ["key0"]}
+    walk = schema_walk(wide, SchemaOptions(strict_properties=False))
+    dfa = LazyDFA(ByteNFA(walk.tree, Limits()))
+    validator = jsonschema.Draft202012Validator(wide)
+    for text in ['{"key1": 1, "key1": 2, "key0": 0}', '{"key0": 0, "key1": "x"}', '{"key1": 1}']:
+        assert dfa.matches(text.encode()) == validator.is_valid(json.loads(text)), text
+    assert not dfa.matches(b'{"key0": 0, "key1": 1, "key1": "x"}')  # the last copy is checked
+    assert not dfa.matches(b'{"key0": 1, "key0": 2}')  # a tracked member comes once (stricter, sound)
+    counted = {"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 2}
+    counted_dfa = LazyDFA(ByteNFA(schema_walk(counted, SchemaOptions(strict_properties=False)).tree, Limits()))
+    assert not counted_dfa.matches(b'{"a": 1, "a": 2}') and counted_dfa.matches(b'{"a": 1, "b": 2}')
+    guide = constrain.Compiler(smollm2).json_schema(wide, strict_properties=False)
+    value = {f"key{i}": i for i in reversed(range(40))}
+    assert accepts(guide, tokenize_continuation(smollm2, json.dumps(value)))
+    assert guide.index.dfa.num_states < 3000, guide.index.dfa.num_states  # was about 40 key tries
