@@ -126,7 +126,8 @@ class SchemaOptions:
     lists them, as xgrammar and llguidance generate them) or ``"any"`` (the
     specification's reading); None picks ``"any"`` with ``strict_properties=False`` and
     ``"definition"`` otherwise. ``"any"`` costs states: inside every member value the
-    automaton remembers which members were seen, so first visits multiply. In a
+    automaton remembers which required (and counted) members were seen, so first visits
+    multiply; optional members may repeat instead (a parser keeps the last copy). In a
     recursive schema an object around a reference takes any order as a member list
     (see ``to_grammar._Writer.member_set``).
     ``formats``: ``"assert"`` checks ``format`` (the formats this library implements; a

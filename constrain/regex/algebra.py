@@ -263,5 +263,7 @@ def _openings(columns: NDArray[np.int32], none: int) -> frozenset[int]:
         if k != none and set(np.flatnonzero(columns == k).tolist()) <= set(_BRACKETS):
             found.add(k)
     return frozenset(found)
+
+
 #: Tuples a liveness search may visit when a part has no finite state count (see ``_is_live``).
 _SEARCH_BUDGET = 8192
