@@ -93,7 +93,7 @@ def explain(
     if text is not None and token_ids is None:
         if tokenizer is None:
             raise ConfigurationError("explain(text=...) needs the tokenizer that spells the text: pass tokenizer=...")
-        from .testing import tokenize_continuation
+        from .vocabulary import tokenize_continuation
 
         token_ids = tokenize_continuation(tokenizer, text)
     steps, final = _log(guide, token_ids) if token_ids is not None else ([], None)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConstrainError
-from .testing import cache_dir, package_dir
+from .packages import cache_dir, package_dir
 
 __all__ = ["DEFAULT_MODEL", "load_model", "load_tokenizer"]
 

