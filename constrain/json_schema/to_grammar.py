@@ -142,15 +142,18 @@ class _Writer:
         sound: every copy's value is checked and a parser keeps the last one, so the value
         read is one the schema accepts (and ``json.dumps`` never repeats a key). What must
         be tracked is only that each required member comes: one rule per subset of them.
-        Counting members (``minProperties``, ``maxProperties``) and ``dependentRequired``
-        need every member tracked, and stay refused.
+        Past ``_MAX_TRACKED`` required members the members keep definition order instead
+        (stricter). Counting members (``minProperties``, ``maxProperties``) and
+        ``dependentRequired`` need every member tracked, and stay refused.
         """
         counted = [name for name, on in (("minProperties", node.min_count), ("maxProperties", node.max_count is not None),
                                          ("dependentRequired", node.dependencies)) if on]  # fmt: skip
-        if counted or node.ordered or len(node.required) > _MAX_TRACKED:
-            reason = (f"{counted[0]} on an object that holds a recursive reference (its members are not counted)"
-                      if counted else f"more than {_MAX_TRACKED} required members around a recursive reference")
-            raise UnsupportedSchemaError(counted[0] if counted else "required", "#", reason)
+        if counted:
+            raise UnsupportedSchemaError(counted[0], "#", f"{counted[0]} on an object that holds a recursive "
+                                         "reference (its members are not counted)")  # fmt: skip
+        if node.ordered or len(node.required) > _MAX_TRACKED:  # definition order: stricter, linear
+            return self.members(Members(tuple((item, i in node.required) for i, item in enumerate(node.items)),
+                                        node.separator, node.extra))  # fmt: skip
         k = self._members
         self._members += 1
         sep = self.leaf(node.separator)

@@ -1294,14 +1294,15 @@ class _Walker:
             if name in required:
                 return NOTHING
         members = [m for m in members if m[2] in present]
-        if not self.over and not low:
+        if not self.over and not low and not self.rule_refs:
             # Only what must be counted needs a bit: required members and those dependentRequired
             # names. Every other member is free: it may come again, like an extra, for a parser
             # keeps a repeated key's last value and each copy's value is checked (json.dumps never
             # repeats one). Without their bits the states inside an object with 80 optional
             # members are shared by every subset of them seen so far (dockerd's 2,516 key-trie
             # states per member ran past max_dfa_states). minProperties counts members, which a
-            # repeated key would inflate, so there every member keeps its bit.
+            # repeated key would inflate, so there every member keeps its bit. A recursive
+            # schema keeps every member an item: its grammar may need their definition order.
             tracked = set(required) | set(dependent) | {n for names in dependent.values() for n in names}
             free = [m for m, _, name in members if name not in tracked]
             if free:
