@@ -410,6 +410,9 @@ def section_maskbench(data: dict[str, Any]) -> Iterator[str]:
         table = markdown(whole["meta"], whole["summaries"]).splitlines()
         start = next(i for i, line in enumerate(table) if line.startswith("| engine"))
         yield from table[start:start + 3]
+        if whole["meta"].get("note"):
+            yield ""
+            yield f"Note: {whole['meta']['note']}."
 
 
 def section_hierarchy(data: dict[str, Any]) -> Iterator[str]:
