@@ -162,7 +162,9 @@ class Compiler:
         if translation.tree is not None:
             tree = translation.tree
             return self._cached(("gbnf", text, start), lambda: tree, f"gbnf({text[:50]!r})", limits)
-        return translation.with_gbnf_names(lambda: self._grammar_of_trees(translation.lark_text, translation.terminals, limits))
+        return translation.with_gbnf_names(
+            lambda: self._grammar_of_trees(translation.lark_text, translation.terminals, limits)
+        )
 
     def _grammar_of_trees(self, text: str, terminals: Mapping[str, Node], limits: Limits) -> "CFGGuide":
         """A grammar guide whose terminals are regex-backend trees (the skeleton of a recursive schema)."""

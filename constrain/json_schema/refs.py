@@ -124,7 +124,8 @@ _SINCE_2019 = frozenset({"dependentRequired", "dependentSchemas", "unevaluatedPr
 _SINCE_2020 = frozenset({"prefixItems", "$dynamicRef"})
 #: Per draft (a marker in its meta-schema URI), the assertion keywords later drafts added.
 _LACKS = (
-    ("draft-04/", frozenset({"const", "contains", "propertyNames", "if", "then", "else"}) | _SINCE_2019 | _SINCE_2020),
+    ("draft-04/", frozenset({"const", "contains", "propertyNames", "if", "then", "else"}) | _SINCE_2019
+     | _SINCE_2020),
     ("draft-06/", frozenset({"if", "then", "else"}) | _SINCE_2019 | _SINCE_2020),
     ("draft-07/", _SINCE_2019 | _SINCE_2020),
     ("draft/2019-09/", _SINCE_2020),

@@ -146,8 +146,9 @@ class _Writer:
         (stricter). Counting members (``minProperties``, ``maxProperties``) and
         ``dependentRequired`` need every member tracked, and stay refused.
         """
-        counted = [name for name, on in (("minProperties", node.min_count), ("maxProperties", node.max_count is not None),
-                                         ("dependentRequired", node.dependencies)) if on]  # fmt: skip
+        bounds = (("minProperties", node.min_count), ("maxProperties", node.max_count is not None),
+                  ("dependentRequired", node.dependencies))  # fmt: skip
+        counted = [name for name, on in bounds if on]
         if counted:
             raise UnsupportedSchemaError(counted[0], "#", f"{counted[0]} on an object that holds a recursive "
                                          "reference (its members are not counted)")  # fmt: skip
