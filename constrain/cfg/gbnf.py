@@ -32,7 +32,7 @@ from typing import Callable, TypeVar, Union
 from ..errors import GrammarError
 from ..regex.tree import EMPTY, Alt, CharSet, Concat, Difference, Literals, Node, Repeat, RuleRef, alt, seq
 from ..regex.utf8 import MAX_CODEPOINT, complement_ranges
-from .skeleton import has_rule_ref, lark_repeat
+from .skeleton import has_rule_ref, lark_repeat, nullable
 
 T = TypeVar("T")
 
@@ -733,11 +733,11 @@ class _SkeletonWriter:
             # that use them alone, where a merged LALR state lexes with all three.
             return " ".join(self.terminal(p) for p in parts)
         tail: list[Node] = []
-        while len(parts) > 1 and _nullable_tree(parts[-1]):
+        while len(parts) > 1 and nullable(parts[-1]):
             tail.insert(0, parts.pop())
         if tail:
             return f"{self.leaf(seq(*parts))} {self.terminal(_without_empty(seq(*tail)))}?"
-        if not _nullable_tree(node):
+        if not nullable(node):
             return self.terminal(node)
         return f"{self.terminal(_without_empty(node))}?"
 
@@ -747,22 +747,12 @@ class _SkeletonWriter:
         return self.terminals[node]
 
 
-def _nullable_tree(node: Node) -> bool:
-    if isinstance(node, Concat):
-        return all(_nullable_tree(p) for p in node.parts)
-    if isinstance(node, Alt):
-        return any(_nullable_tree(o) for o in node.options)
-    if isinstance(node, Repeat):
-        return node.low == 0 or _nullable_tree(node.node)
-    return False  # CharSet, Literals (never empty here)
-
-
 def _without_empty(node: Node) -> Node:
     """The same language minus the empty string (Lark has no empty terminals)."""
-    if isinstance(node, Repeat) and not _nullable_tree(node.node):
+    if isinstance(node, Repeat) and not nullable(node.node):
         return node.node if node.high == 1 else Repeat(node.node, 1, node.high)
     if isinstance(node, Alt):
         solid = [o for o in node.options if o != EMPTY]
-        if not any(_nullable_tree(o) for o in solid):
+        if not any(nullable(o) for o in solid):
             return alt(*solid)
     return Difference(node, (EMPTY,))

@@ -8,9 +8,11 @@ holds the two pieces of that which do not depend on the source language.
 
 from __future__ import annotations
 
-from ..regex.tree import Alt, Concat, Difference, Intersect, Members, MemberSet, Nested, Node, Repeat, RuleRef
+from ..regex.tree import (
+    Alt, CharSet, Concat, Difference, Intersect, Literals, Members, MemberSet, Nested, Node, Repeat, RuleRef,
+)
 
-__all__ = ["has_rule_ref", "lark_repeat"]
+__all__ = ["has_rule_ref", "lark_repeat", "nullable"]
 
 
 def has_rule_ref(node: Node) -> bool:
@@ -45,3 +47,20 @@ def lark_repeat(inner: str, low: int, high: int | None) -> str:
     if (low, high) == (0, 1):
         return f"{inner}?"
     return f"{inner}~{low}..{high}" if low else f"({inner}~1..{high})?"
+
+
+def nullable(node: Node) -> bool:
+    """Whether ``node`` matches the empty string (Lark has no empty terminals)."""
+    if isinstance(node, CharSet):
+        return False
+    if isinstance(node, Literals):
+        return any(not o for o in node.options)
+    if isinstance(node, Concat):
+        return all(nullable(p) for p in node.parts)
+    if isinstance(node, Alt):
+        return any(nullable(o) for o in node.options)
+    if isinstance(node, Repeat):
+        return node.low == 0 or nullable(node.node)
+    if isinstance(node, Members):
+        return not any(required for _, required in node.items)
+    return False

@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cfg.skeleton import has_rule_ref, lark_repeat
-from ..regex.tree import EMPTY, Alt, CharSet, Concat, Literals, Members, MemberSet, Node, Repeat, RuleRef
+from ..cfg.skeleton import has_rule_ref, lark_repeat, nullable
+from ..regex.tree import EMPTY, Alt, Concat, Members, MemberSet, Node, Repeat, RuleRef
 from .to_regex import SchemaError, SchemaOptions, UnsupportedSchemaError, WalkResult, load_schema, schema_walk
 
 __all__ = ["SchemaGrammar", "schema_to_grammar", "tree_to_grammar"]
@@ -191,13 +191,13 @@ class _Writer:
         """A reference-free tree as one terminal; a nullable one as an optional terminal."""
         if node == EMPTY or (isinstance(node, Concat) and not node.parts):
             return ""
-        if not _nullable(node):
+        if not nullable(node):
             return self.terminal(node)
-        if isinstance(node, Repeat) and not _nullable(node.node):
+        if isinstance(node, Repeat) and not nullable(node.node):
             solid = node.node if node.high == 1 else Repeat(node.node, 1, node.high, node.separator)
             return f"{self.terminal(solid)}?"
         if isinstance(node, Alt):
-            solid = [o for o in node.options if not _nullable(o)]
+            solid = [o for o in node.options if not nullable(o)]
             if len(solid) == len(node.options) - sum(1 for o in node.options if o == EMPTY):
                 return f"{self.terminal(Alt(tuple(solid)))}?" if solid else ""
         if isinstance(node, Concat):
@@ -212,19 +212,3 @@ class _Writer:
 
 #: Required members a member set around a recursive reference may track (one rule per subset).
 _MAX_TRACKED = 6
-
-
-def _nullable(node: Node) -> bool:
-    if isinstance(node, CharSet):
-        return False
-    if isinstance(node, Literals):
-        return any(not o for o in node.options)
-    if isinstance(node, Concat):
-        return all(_nullable(p) for p in node.parts)
-    if isinstance(node, Alt):
-        return any(_nullable(o) for o in node.options)
-    if isinstance(node, Repeat):
-        return node.low == 0 or _nullable(node.node)
-    if isinstance(node, Members):
-        return not any(required for _, required in node.items)
-    return False
