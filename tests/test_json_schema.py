@@ -465,3 +465,25 @@ def test_optional_members_are_free_with_the_spec_semantics(smollm2: object) -> N
     value = {f"key{i}": i for i in reversed(range(40))}
     assert accepts(guide, tokenize_continuation(smollm2, json.dumps(value)))
     assert guide.index.dfa.num_states < 3000, guide.index.dfa.num_states  # was about 40 key tries
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_undeclared_keys_are_exactly_the_other_names(seed: int) -> None:
+    """An undeclared key takes additionalProperties' schema, a declared one its own: the key
+    complement (a trie of the ways to leave the declared names, then one shared free run) must
+    hold every other key and no declared one, prefixes, extensions and escaped names included."""
+    rng = random.Random(seed)
+    units = ["a", "b", "é", '"', "\\", "\n", "ab"]
+    names = sorted({"".join(rng.choice(units) for _ in range(rng.randint(0, 3))) for _ in range(rng.randint(1, 5))})
+    schema = {
+        "type": "object", "properties": {name: {"type": "string"} for name in names},
+        "additionalProperties": {"type": "integer"},
+    }  # fmt: skip
+    dfa = LazyDFA(ByteNFA(schema_walk(schema, SchemaOptions(strict_properties=False)).tree, Limits()))
+    validator = jsonschema.Draft202012Validator(schema)
+    keys = names + [n[:cut] for n in names for cut in range(len(n))]
+    keys += ["".join(rng.choice(units) for _ in range(rng.randint(0, 4))) for _ in range(60)]
+    for key in keys:
+        for value in ('"x"', "1"):
+            text = "{" + json.dumps(key, ensure_ascii=False) + ": " + value + "}"
+            assert dfa.matches(text.encode()) == validator.is_valid(json.loads(text)), (names, text)

@@ -1875,6 +1875,13 @@ def _other_key(names: list[str]) -> Node:
 
     Keys spelled any other way (``"\\u0061"`` for ``a``) are left out entirely: that
     spelling of a declared name would slip past the declared property's own schema.
+
+    A key that is no name either stops short of one (a proper prefix that is no name
+    itself: a finite set), or leaves the trie at some unit and then runs on freely.
+    The free run is the same text wherever the key left, so it is built once, after
+    the trie of the ways to leave, not once per trie node: with the escapes as one
+    shared tail too, an object with a hundred declared names costs a few thousand
+    states instead of tens of thousands (and every ``oneOf`` difference rebuilt them).
     """
     trie: dict[str, Any] = {}
     for name in names:
@@ -1882,6 +1889,33 @@ def _other_key(names: list[str]) -> Node:
         for char in name:
             node = node.setdefault(_canonical_unit(char), {})
         node[""] = {}
+    if any(len(unit) > 1 for unit in _units(trie)):
+        return _other_key_by_node(trie)  # a name with an escaped character: rare, built node by node
+    short: list[bytes] = []  # proper prefixes that are no name
+    escaping: list[bytes] = []  # every prefix, then the backslash of an escape
+
+    def leave(node: dict[str, Any], prefix: str) -> Node:
+        """Ways to leave the trie below ``node`` on a raw character (escapes: ``escaping``)."""
+        if "" not in node:
+            short.append(prefix.encode())
+        escaping.append(prefix.encode() + b"\\")
+        options: list[Node] = [CharSet(_subtract(_RAW.ranges, [ord(u) for u in node if u]))]
+        for unit in sorted(u for u in node if u):
+            options.append(seq(literal(unit), leave(node[unit], prefix + unit)))
+        return alt(*options)
+
+    left = alt(leave(trie, ""), seq(Literals(tuple(escaping)), Literals(tuple(e[1:] for e in _ESCAPED))))
+    return alt(seq(left, _CANONICAL_TEXT), *([Literals(tuple(short))] if short else []))
+
+
+def _units(trie: dict[str, Any]) -> Iterator[str]:
+    for unit, child in trie.items():
+        yield unit
+        yield from _units(child)
+
+
+def _other_key_by_node(trie: dict[str, Any]) -> Node:
+    """:func:`_other_key` with the free run built at each trie node (names with escapes)."""
 
     def complement(node: dict[str, Any]) -> Node:
         options: list[Node] = []

@@ -20,6 +20,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -506,10 +507,20 @@ class ByteNFA:
         self.epsilon[end].append(done)
 
     def _charset(self, node: CharSet) -> tuple[int, int]:
-        """One code point of the set, as a trie of UTF-8 byte-range sequences."""
-        entry, exit_ = self._state(), self._state()
-        add_utf8_trie(node.ranges, entry, exit_, self._state, self._add_edge)
-        return entry, exit_
+        """One code point of the set, as a trie of UTF-8 byte-range sequences.
+
+        The trie depends on the ranges and the alphabet only, and the same few sets
+        (a string's characters, a key's characters but one) come back thousands of
+        times in a large schema: their tries are worked out once (``_charset_shape``)
+        and each use copies the edges.
+        """
+        size, edges = _charset_shape(node.ranges, self._alphabet)
+        base = len(self.edges)
+        for _ in range(size):
+            self._state()
+        for q, low, high, target in edges:
+            self.edges[base + q].append((low, high, base + target))
+        return base, base + 1
 
     def _literals(self, options: tuple[bytes, ...]) -> tuple[int, int]:
         """A byte trie of literal strings: deterministic by construction, shared prefixes once."""
@@ -581,6 +592,26 @@ def _runs_of(row: NDArray[np.int32]) -> list[tuple[int, int, int]]:
     starts = np.concatenate(([0], cuts))
     ends = np.concatenate((cuts, [256])) - 1
     return [(int(lo), int(hi), int(row[lo])) for lo, hi in zip(starts, ends) if row[lo] != DEAD]
+
+
+@lru_cache(maxsize=1024)
+def _charset_shape(ranges: tuple[tuple[int, int], ...], alphabet: bytes) -> tuple[int, tuple[tuple[int, int, int, int], ...]]:
+    """The UTF-8 trie of a character set over ``alphabet``: its state count (entry 0, exit 1)
+    and its edges ``(state, low, high, target)``, bytes outside the alphabet left out."""
+    runs = byte_runs(alphabet)
+    edges: list[tuple[int, int, int, int]] = []
+    count = 2
+
+    def new_state() -> int:
+        nonlocal count
+        count += 1
+        return count - 1
+
+    def add_edge(state: int, low: int, high: int, target: int) -> None:
+        edges.extend((state, lo, hi, target) for lo, hi in clip_to_runs(low, high, runs))
+
+    add_utf8_trie(ranges, 0, 1, new_state, add_edge)
+    return count, tuple(edges)
 
 
 #: A repeat whose copies would exceed this many NFA states uses a counter instead.
