@@ -26,6 +26,7 @@ __all__ = [
     "tokenize_continuation",
     "accepts",
     "random_walk",
+    "finished_walks",
 ]
 
 #: name → (family, size) of every tokenizer :func:`load_offline_tokenizer` can build.
@@ -153,6 +154,23 @@ def accepts(guide: Guide[Any], token_ids: Sequence[int], *, require_final: bool 
         except TokenRejected:
             return False
     return guide.is_final(state) if require_final else True
+
+
+def finished_walks(
+    guide: Guide[Any], vocabulary: Vocabulary, rng: random.Random, *, count: int, max_tokens: int = 200,
+    eos_probability: float = 0.9,
+) -> list[bytes]:
+    """The texts of those of ``count`` random walks (:func:`random_walk`) that ended with EOS.
+
+    Soundness checks validate each with an independent oracle; walks cut at
+    ``max_tokens`` are prefixes, which an oracle of whole documents cannot judge.
+    """
+    texts = []
+    for _ in range(count):
+        ids, ended = random_walk(guide, vocabulary, rng, max_tokens=max_tokens, eos_probability=eos_probability)
+        if ended:
+            texts.append(token_text(vocabulary, ids))
+    return texts
 
 
 def random_walk(

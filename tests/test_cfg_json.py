@@ -16,7 +16,7 @@ import pytest
 import constrain
 from constrain.cfg import CFGGuide, compile_grammar
 from constrain.cfg.grammar import load_grammar_source
-from constrain.testing import accepts, random_walk, token_text, tokenize_continuation
+from constrain.testing import accepts, finished_walks, token_text, tokenize_continuation
 
 _GUIDES: dict[tuple[int, str], CFGGuide] = {}
 JSON_TEXT = load_grammar_source("json")[0]
@@ -73,16 +73,12 @@ def test_real_documents_are_accepted_token_by_token(compiler: constrain.Compiler
 
 def test_random_walks_parse_with_lark_and_json(compiler: constrain.Compiler) -> None:
     guide = guide_for(compiler)
-    rng = random.Random(20261130)
-    finished = 0
-    for _ in range(25):
-        ids, ended = random_walk(guide, compiler.vocabulary, rng, max_tokens=50, eos_probability=0.5)
-        if ended:
-            finished += 1
-            text = token_text(compiler.vocabulary, ids).decode("utf-8")
-            assert lark_accepts(text), text
-            json.loads(text)
-    assert finished >= 5
+    texts = finished_walks(guide, compiler.vocabulary, random.Random(20261130), count=25, max_tokens=50,
+                           eos_probability=0.5)  # fmt: skip
+    for text in texts:
+        assert lark_accepts(text.decode("utf-8")), text
+        json.loads(text)
+    assert len(texts) >= 5
 
 
 def test_mutations_are_rejected_exactly_when_lark_rejects(compiler: constrain.Compiler, tokenizer: object) -> None:

@@ -10,7 +10,7 @@ import lark
 import pytest
 
 import constrain
-from constrain.testing import accepts, random_walk, token_text, tokenize_continuation
+from constrain.testing import accepts, finished_walks, random_walk, token_text, tokenize_continuation
 
 from constrain.json_schema import RecursiveSchemaError, to_regex
 from constrain.json_schema.to_grammar import schema_to_grammar
@@ -103,14 +103,10 @@ def test_recursive_schema_guides_through_the_cfg_backend(
             assert accepts(guide, tokenize_continuation(tokenizer, text)), text
     for text in invalid:
         assert not accepts(guide, tokenize_continuation(tokenizer, text)), text
-    rng = random.Random(7)
-    finished = 0
-    for _ in range(8):
-        ids, ended = random_walk(guide, compiler.vocabulary, rng, max_tokens=200, eos_probability=0.9)
-        if ended:
-            finished += 1
-            jsonschema.validate(json.loads(token_text(compiler.vocabulary, ids)), schema)
-    assert finished
+    texts = finished_walks(guide, compiler.vocabulary, random.Random(7), count=8)
+    for text in texts:
+        jsonschema.validate(json.loads(text), schema)
+    assert texts
 
 
 def test_unrolling_stays_on_the_regex_backend(compiler: "constrain.Compiler") -> None:

@@ -23,6 +23,10 @@ SCHEMAS: dict[str, Callable[[constrain.Compiler], Any]] = {
     "schema with products": lambda c: c.json_schema({
         "type": "object", "properties": {"n": {"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "free": {}},
         "required": ["n"]}, strict_properties=False),  # fmt: skip
+    # parts built on first visit: unbuilt stubs travel by pickle, and threads race to build them
+    "schema with deferred parts": lambda c: c.json_schema({
+        "type": "object", "properties": {f"p{i}": {"type": "object", "properties": {
+            f"k{j}": {"type": "string", "maxLength": 9} for j in range(12)}} for i in range(6)}}),  # fmt: skip
     "json grammar": lambda c: c.grammar("json"),
     "recursive schema": lambda c: c.json_schema({
         "$defs": {"t": {"type": "object", "properties": {"v": {"type": "integer"},

@@ -16,6 +16,7 @@ state, ``DEAD``).
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections import deque
@@ -53,7 +54,9 @@ class Limits:
         grammar guide's cached vocabulary walks. Memory grows with it.
     ``timeout_s``
         Time spent compiling: building a pattern's automaton, ``precompute()``, and
-        building a grammar's tables (lark's own LALR construction included).
+        building a grammar's tables (lark's own LALR construction included). A part
+        built on first visit (see :class:`ByteNFA`) and a product's liveness search
+        on a first visit each get this long again.
     ``max_parser_stack``
         Grammar guides only, and the one limit set by the generated text rather
         than by the pattern: the deepest LALR parser stack a sequence may reach
@@ -74,7 +77,7 @@ class Limits:
     max_schema_depth: int = 100
 
 
-class ByteNFA:
+class ByteNFA(Shared):
     """A Thompson NFA over bytes: epsilon edges plus byte-range edges.
 
     ``alphabet[b]`` says whether byte ``b`` can be generated at all (see
@@ -83,6 +86,18 @@ class ByteNFA:
     ``edges[q]`` lists ``(low, high, target)`` byte ranges; ``epsilon[q]`` lists
     targets reached without input. ``live[q]`` says whether the accepting state is
     reachable from ``q``.
+
+    Large parts are built on first visit. A real schema's automaton is mostly parts a
+    walk never enters (the members of a Kubernetes object the instance leaves out, the
+    branches it does not take), and building them all made compiles of many seconds.
+    A part of at least ``_DEFER_STATES`` estimated states whose language is surely not
+    empty (``_nonempty``) becomes a *stub*: an entry state, ``deferred`` until the DFA
+    first reaches it, and an exit. Reaching it (:meth:`build_deferred`, from
+    ``LazyDFA._closure``) appends the part's states after all others and links them in
+    (a *fragment*); a counter's scope and each state's liveness then carry over from
+    the stub, so counted loops and member sets work across the seam as inside one
+    build. A part whose emptiness is unsure (a product, a contradiction) is built at
+    once, so every state handed out can still complete a match.
     """
 
     def __init__(
@@ -107,27 +122,65 @@ class ByteNFA:
         #: Embedded automata (intersections, differences): the state that stands for one,
         #: whose last counter is the embedded automaton's own state (see ``_embed``).
         self.embedded: dict[int, Automaton] = {}
-        self.start, self.accept = self._build(tree)
-        del self._templates
-        self.live = self._coreachable()
+        #: Stub entry → its part, for every stub (copies of a built one included), and the
+        #: stubs not built yet; fragments as (first state, past-last state, stub entry).
+        self._stubs: dict[int, Node] = {}
+        self.deferred: dict[int, Node] = {}
+        self._fragments: list[tuple[int, int, int]] = []
+        self._sizes: dict[int, int] = {}
+        self._nonempty_memo: dict[int, bool] = {}
+        self._lock = threading.RLock()
+        self._tree = tree  # keeps every node alive, so the caches keyed by node identity stay right
+        self.start, self.accept = self._build(tree, defer=False)
+        self.live = self._coreachable(0, self.accept)
+        #: Whether an embedded automaton, built or deferred, has no finite state count (see ``ProductDFA``).
+        self.unbounded = any(getattr(a, "unbounded", False) for a in self.embedded.values()) or any(
+            _nests(node, {}) for node in self.deferred.values()
+        )
         self._scopes: dict[int, tuple[int, ...]] = {}
         self._strides: dict[int, tuple[int, int, int] | None] = {}
 
     def __len__(self) -> int:
         return len(self.edges)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Caches keyed by node identity do not travel: in another process the nodes are new objects."""
+        state = super().__getstate__()
+        state.update(_templates={}, _sizes={}, _nonempty_memo={}, _parts={})
+        return state
+
     def loop_scope(self, q: int) -> tuple[int, ...]:
         """The counted loops whose body holds ``q``, outermost first.
 
         A virtual state's counter stack has one count per enclosing counted loop, so
-        ``counters[i]`` belongs to ``loop_scope(q)[i]``.
+        ``counters[i]`` belongs to ``loop_scope(q)[i]``. A fragment's states lie past
+        every loop around its stub, so they take the stub's scope, then their own loops.
         """
         scope = self._scopes.get(q)
         if scope is None:
+            outer: tuple[int, ...] = ()
+            at = bisect.bisect_right(self._fragments, (q, _AFTER_ALL)) - 1
+            if at >= 0 and q < self._fragments[at][1]:
+                outer = self.loop_scope(self._fragments[at][2])
             holders = [(top - base, loop) for loop, (_, _, base, top) in self._loops.items() if base <= q < top]
-            scope = tuple(loop for _, loop in sorted(holders, reverse=True))
+            scope = outer + tuple(loop for _, loop in sorted(holders, reverse=True))
             self._scopes[q] = scope
         return scope
+
+    def build_deferred(self, stub: int) -> None:
+        """Build the part a stub stands for, now that a walk reached it (see the class docstring)."""
+        with self._lock:
+            node = self.deferred.get(stub)
+            if node is None:
+                return  # another caller built it first
+            self._deadline = time.monotonic() + self.limits.timeout_s  # a first visit gets its own clock
+            base = len(self.edges)
+            entry, exit_ = self._build(node, defer=False)
+            self.epsilon[exit_].append(stub + 1)
+            self._fragments.append((base, len(self.edges), stub))
+            self.live += self._coreachable(base, exit_)
+            self.epsilon[stub].append(entry)
+            del self.deferred[stub]
 
     def free_range(self, loop: int) -> tuple[int, int, int] | None:
         """``(first, high, step)``: counts from ``first`` on that ``loop``'s guards can't tell apart.
@@ -161,7 +214,7 @@ class ByteNFA:
             d = distance[q]
             if q == end:
                 return d
-            for t in self.epsilon[q]:
+            for t in self.epsilon[q] + ([q + 1] if q in self._stubs else []):  # a stub: at least nothing
                 if base <= t < top and distance.get(t, d + 1) > d:
                     distance[t] = d
                     queue.appendleft(t)
@@ -194,13 +247,17 @@ class ByteNFA:
             "raise Limits.max_nfa_states or simplify the pattern",
         )  # fmt: skip
 
-    def _build(self, node: Node) -> tuple[int, int]:
+    def _build(self, node: Node, *, defer: bool = True) -> tuple[int, int]:
         """Return (entry, exit) states of a fresh fragment that matches ``node``.
 
         A node built before (the same object: a repeated body, a shared schema
         fragment) is copied from its first build instead of rebuilt: its states are
         contiguous, so the copy is a re-based slice of the edge lists.
         """
+        if defer and self._estimate(node) >= _DEFER_STATES and self._nonempty(node):
+            entry, exit_ = self._state(), self._state()
+            self._stubs[entry] = self.deferred[entry] = node
+            return entry, exit_
         key = id(node)
         template = self._templates.get(key)
         if template is not None:
@@ -228,7 +285,83 @@ class ByteNFA:
                 self._loops[q + offset] = tuple(x + offset for x in self._loops[q])  # type: ignore[assignment]
             if q in self.embedded:
                 self.embedded[q + offset] = self.embedded[q]
+            if q in self._stubs:  # built there or not, the copy starts unbuilt: its link left the slice
+                self._stubs[q + offset] = self.deferred[q + offset] = self._stubs[q]
         return entry + offset, exit_ + offset
+
+    def _estimate(self, node: Node) -> int:
+        """About how many NFA states building ``node`` makes (an upper bound is not needed)."""
+        known = self._sizes.get(id(node))
+        if known is not None:
+            return known
+        size: int
+        if isinstance(node, CharSet):
+            size = 2 + 3 * len(node.ranges)
+        elif isinstance(node, Literals):
+            size = 2 + sum(len(option) for option in node.options)
+        elif isinstance(node, (Concat, Alt)):
+            size = 2 + sum(self._estimate(part) for part in (node.parts if isinstance(node, Concat) else node.options))
+        elif isinstance(node, Repeat):
+            body = self._estimate(node.node)
+            if node.separator is not None:
+                size = body + self._estimate(node.separator) + 5
+            else:
+                copies = node.low if node.high is None else node.high
+                size = body + 5 if copies > 2 and body * copies > _COPY_BUDGET else body * (copies + 1) + 2
+        elif isinstance(node, Members):
+            size = 2 * len(node.items) + 3 + sum(
+                self._estimate(item) + self._estimate(node.separator) for item, _ in node.items
+            ) + (self._estimate(node.extra) + self._estimate(node.separator) if node.extra is not None else 0)
+        elif isinstance(node, MemberSet):
+            parts = [*node.items, node.separator, *([node.extra] if node.extra is not None else [])]
+            size = 6 + 2 * len(parts) + sum(self._estimate(part) for part in parts)
+            size += sum(self._estimate(again) + 1 for _, again in node.repeats)
+        elif isinstance(node, Multiple):
+            size = 4 + node.step * (node.scale + 2)
+        else:  # Nested, Intersect, Difference: one embedded state
+            size = 3
+        self._sizes[id(node)] = size
+        return size
+
+    def _nonempty(self, node: Node) -> bool:
+        """Whether ``node`` surely matches some text of the alphabet, judged from the tree alone.
+
+        False means unsure: a product (only its search can tell), a character set with no
+        ASCII character in the alphabet, bounds that may exclude everything. Such a part
+        is built at once, where its emptiness shows in the liveness search.
+        """
+        known = self._nonempty_memo.get(id(node))
+        if known is not None:
+            return known
+        result: bool
+        if isinstance(node, CharSet):
+            result = any(self._alphabet[c] for lo, hi in node.ranges for c in range(lo, min(hi, 0x7F) + 1))
+        elif isinstance(node, Literals):
+            result = any(all(self._alphabet[b] for b in option) for option in node.options)
+        elif isinstance(node, Concat):
+            result = all(self._nonempty(part) for part in node.parts)
+        elif isinstance(node, Alt):
+            result = any(self._nonempty(option) for option in node.options)
+        elif isinstance(node, Repeat):
+            result = (node.high is None or node.high >= node.low) and (
+                node.low == 0 or self._nonempty(node.node) and (
+                    node.low == 1 or node.separator is None or self._nonempty(node.separator)))  # fmt: skip
+        elif isinstance(node, Members):
+            result = self._nonempty(node.separator) and all(self._nonempty(item) for item, required in node.items
+                                                            if required)  # fmt: skip
+        elif isinstance(node, MemberSet):
+            required = len(node.required)
+            result = (
+                not node.dependencies and not (node.ordered and node.repeats)
+                and node.min_count <= required and (node.max_count is None or node.max_count >= required)
+                and self._nonempty(node.separator) and all(self._nonempty(node.items[i]) for i in node.required)
+            )  # fmt: skip
+        elif isinstance(node, Multiple):
+            result = bool(self._alphabet[0x30])  # "0" is a multiple of everything
+        else:  # a product or a nested level: unsure
+            result = False
+        self._nonempty_memo[id(node)] = result
+        return result
 
     def _build_fresh(self, node: Node) -> tuple[int, int]:
         if isinstance(node, CharSet):
@@ -541,40 +674,46 @@ class ByteNFA:
         """Add ``low..high`` minus the bytes outside the alphabet (no token could spell them)."""
         self.edges[state] += [(lo, hi, target) for lo, hi in clip_to_runs(low, high, self._runs)]
 
-    def _coreachable(self) -> bytearray:
-        """Mark the states from which the accepting state can be reached (backwards search)."""
-        reverse: list[list[int]] = [[] for _ in self.edges]
-        for q, edges in enumerate(self.edges):
-            for _, _, target in edges:
-                reverse[target].append(q)
-        for q, targets in enumerate(self.epsilon):
-            for target in targets:
-                reverse[target].append(q)
+    def _coreachable(self, first: int, target: int) -> bytearray:
+        """Mark the states from ``first`` on from which ``target`` can be reached (backwards search).
+
+        The whole automaton at build time (``target``: the accepting state); a fragment when
+        its stub is built (``target``: the fragment's exit, which leads to the stub's exit).
+        An unbuilt stub passes straight to its exit: its part surely matches something.
+        """
+        reverse: list[list[int]] = [[] for _ in range(first, len(self.edges))]
+        for q in range(first, len(self.edges)):
+            for _, _, t in self.edges[q]:
+                reverse[t - first].append(q)
+            for t in self.epsilon[q]:
+                if t >= first:
+                    reverse[t - first].append(q)
+            if q in self.deferred:
+                reverse[q + 1 - first].append(q)
         # A counted loop with low > 0 leaves only after its body ran, so when the body
         # cannot get from its entry to its exit the loop never leaves: drop that edge.
-        blocked = self._blocked_loops()
-        for q in blocked:
-            reverse[self.epsilon[q][-1]].remove(q)
-        live = bytearray(len(self.edges))
-        live[self.accept] = 1
-        stack = [self.accept]
+        for q in self._blocked_loops(first):
+            reverse[self.epsilon[q][-1] - first].remove(q)
+        live = bytearray(len(self.edges) - first)
+        live[target - first] = 1
+        stack = [target]
         while stack:
-            for q in reverse[stack.pop()]:
-                if not live[q]:
-                    live[q] = 1
+            for q in reverse[stack.pop() - first]:
+                if not live[q - first]:
+                    live[q - first] = 1
                     stack.append(q)
         return live
 
-    def _blocked_loops(self) -> set[int]:
-        """Counted loops with low > 0 whose body matches nothing (inner loops decided first)."""
+    def _blocked_loops(self, first: int) -> set[int]:
+        """Counted loops (from state ``first`` on) with low > 0 whose body matches nothing (inner loops first)."""
         blocked: set[int] = set()
         for loop, (entry, end, base, top) in self._loops.items():  # built inner-first
-            if self.ops[loop][1] == 0:
+            if self.ops[loop][1] == 0 or base < first:
                 continue
             seen, stack = {entry}, [entry]
             while stack and end not in seen:
                 q = stack.pop()
-                targets = [t for _, _, t in self.edges[q]] + self.epsilon[q]
+                targets = [t for _, _, t in self.edges[q]] + self.epsilon[q] + ([q + 1] if q in self.deferred else [])
                 if q in blocked:
                     targets = targets[:-1]  # only back into its own body, never out
                 for t in targets:
@@ -592,6 +731,24 @@ def _runs_of(row: NDArray[np.int32]) -> list[tuple[int, int, int]]:
     starts = np.concatenate(([0], cuts))
     ends = np.concatenate((cuts, [256])) - 1
     return [(int(lo), int(hi), int(row[lo])) for lo, hi in zip(starts, ends) if row[lo] != DEAD]
+
+
+def _nests(node: Node, memo: dict[int, bool]) -> bool:
+    """Whether ``node`` holds a :class:`Nested` level anywhere (products' parts included)."""
+    known = memo.get(id(node))
+    if known is None:
+        if isinstance(node, Nested):
+            known = True
+        else:
+            children: list[Any] = []
+            for name in ("parts", "options", "items", "node", "separator", "extra", "base", "minus", "repeats"):
+                value = getattr(node, name, None)
+                children += value if isinstance(value, tuple) else [value]
+            # Members' items are (node, required), a member set's repeats (item, node)
+            flat = [x for c in children for x in (c if isinstance(c, tuple) else (c,))]
+            known = any(_nests(c, memo) for c in flat if isinstance(c, _NODE_TYPES))
+        memo[id(node)] = known
+    return known
 
 
 @lru_cache(maxsize=1024)
@@ -616,6 +773,11 @@ def _charset_shape(ranges: tuple[tuple[int, int], ...], alphabet: bytes) -> tupl
 
 #: A repeat whose copies would exceed this many NFA states uses a counter instead.
 _COPY_BUDGET = 256
+_NODE_TYPES = (Alt, CharSet, Concat, Difference, Intersect, Literals, Members, MemberSet, Multiple, Nested, Repeat)
+#: Estimated NFA states from which a part is built on first visit (see ``ByteNFA``).
+_DEFER_STATES = 1024
+#: Sorts after every fragment that starts at the same state (``ByteNFA.loop_scope``).
+_AFTER_ALL = 1 << 62
 
 #: An NFA state plus the iteration counts of the counted repeats around it.
 VirtualState = tuple[int, tuple[int, ...]]
@@ -764,8 +926,7 @@ class LazyDFA(Shared):
         self.expanded = np.zeros(64, dtype=bool)
         self.table: NDArray[np.int32] = np.full((64, 256), DEAD, dtype=np.int32)
         self._lock = threading.RLock()
-        #: Whether an embedded automaton has no finite state count (see ``ProductDFA``).
-        self.unbounded = any(getattr(a, "unbounded", False) for a in nfa.embedded.values())
+        self.unbounded = nfa.unbounded
         start = self._closure_of([(nfa.start, ())])
         self.start = DEAD if not start else self._intern(start)
 
@@ -914,6 +1075,8 @@ class LazyDFA(Shared):
         result = []
         while stack:
             q, counters = stack.pop()
+            if q in nfa.deferred:
+                nfa.build_deferred(q)
             if not nfa.live[q]:
                 continue
             embedded = nfa.embedded.get(q)

@@ -176,13 +176,23 @@ def literal(text: str) -> Node:
 
 
 def seq(*parts: Node) -> Node:
+    """Concatenation, short inner concatenations inlined.
+
+    Only short ones: a schema whose definitions each hold the previous one twice
+    (``[d, d]``) would otherwise double its part list at every level, and a tree of
+    shared nodes would become an exponentially long flat one.
+    """
     flat: list[Node] = []
     for part in parts:
-        if isinstance(part, Concat):
+        if isinstance(part, Concat) and len(part.parts) <= _INLINED_PARTS:
             flat.extend(part.parts)
         else:
             flat.append(part)
     return flat[0] if len(flat) == 1 else Concat(tuple(flat))
+
+
+#: Concatenations up to this long are inlined into the one around them (see ``seq``).
+_INLINED_PARTS = 8
 
 
 def alt(*options: Node) -> Node:
