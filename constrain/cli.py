@@ -32,17 +32,18 @@ def main(argv: list[str] | None = None) -> int:
 
     gen = commands.add_parser("generate", help="generate text that fits a constraint")
     _constraint_arguments(gen)
-    gen.add_argument("--prompt", required=True)
-    gen.add_argument("--max-new-tokens", type=int, default=256)
-    gen.add_argument("--temperature", type=float, default=0.0)
-    gen.add_argument("--top-k", type=int, default=None)
-    gen.add_argument("--seed", type=int, default=None)
+    gen.add_argument("--prompt", required=True, help="the user message (wrapped in the model's chat template)")
+    gen.add_argument("--max-new-tokens", type=int, default=256, help="stop (exit 1) if the output is not done by then")
+    gen.add_argument("--temperature", type=float, default=0.0, help="0: greedy (the default); above: sampling")
+    gen.add_argument("--top-k", type=int, default=None, help="sample from the k likeliest allowed tokens")
+    gen.add_argument("--top-p", type=float, default=None, help="sample from the allowed tokens holding this mass")
+    gen.add_argument("--seed", type=int, default=None, help="seed for sampling")
 
     exp = commands.add_parser("explain", help="show the debugging stages of a constraint")
     _constraint_arguments(exp)
     exp.add_argument("--text", help="log how this text is tokenized and walked through the guide")
     exp.add_argument("--dot", type=Path, help="write the byte DFA as Graphviz DOT (and .png if `dot` exists)")
-    exp.add_argument("--max-states", type=int, default=500)
+    exp.add_argument("--max-states", type=int, default=500, help="DFA states to explore and draw at most")
 
     args = parser.parse_args(argv)
     try:
@@ -66,7 +67,8 @@ def _constraint_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sql-comments", action="store_true",
                         help="let generated SQL hold -- and /* */ comments (off: a small model loops in them)")
     parser.add_argument("--lenient", action="store_true", help="drop schema keywords that cannot be enforced")
-    parser.add_argument("--max-recursion-depth", type=int, default=None)
+    parser.add_argument("--max-recursion-depth", type=int, default=None,
+                        help="unroll a recursive schema this deep into a regex (default: a grammar, any depth)")
 
 
 def _guide(compiler: Any, args: argparse.Namespace) -> Any:
@@ -134,7 +136,7 @@ def _step(what: str) -> Iterator[None]:
 def _generate(args: argparse.Namespace) -> int:
     from .compiler import Compiler
     from .models import load_model
-    from .sampling import generate
+    from .sampling import stream
 
     with _step("loading the model (the first run converts the offline model once)"):
         model, tokenizer = load_model(args.model)
@@ -142,21 +144,22 @@ def _generate(args: argparse.Namespace) -> int:
         width = model.get_output_embeddings().weight.shape[0]
         compiler = Compiler(tokenizer, vocab_size=width, generation_config=model)
         guide = _guide(compiler, args)
-    result = generate(
+    chunks = stream(
         model, tokenizer, _prompt(args), guide, compiler.vocabulary,
-        max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k, seed=args.seed,
+        max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+        seed=args.seed,
     )  # fmt: skip
-    if not result.complete:
-        print(result.text)
+    for chunk in chunks:  # the text as the model writes it, each chunk whole characters
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    result = chunks.generation
+    if result is None or not result.complete:
         print(f"constrain: output cut at --max-new-tokens={args.max_new_tokens} before it was complete",
               file=sys.stderr)  # fmt: skip
         return 1
-    if getattr(guide, "model_class", None) is not None:  # a validated instance, printed as JSON
-        print(guide.model_class.model_validate_json(result.text).model_dump_json(indent=2))
-    elif getattr(guide, "schema", None) is not None:
-        print(json.dumps(json.loads(result.text), indent=2, ensure_ascii=False))
-    else:
-        print(result.text)
+    if getattr(guide, "model_class", None) is not None:  # the text parses as the class: say so
+        print(f"constrain: a valid {guide.model_class.__name__}", file=sys.stderr)
     return 0
 
 

@@ -9,12 +9,16 @@ is reported incomplete instead of passing a cut text off as valid.
 Fast-forward: when a guide says the next bytes are forced (``forced_bytes``), the
 longest allowed tokens spelling them are appended in one forward pass instead of
 one pass per token.
+
+:func:`stream` runs the same loop for one prompt and hands out the text as it is
+accepted, a whole UTF-8 character at a time.
 """
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Sequence
+from typing import Any, Generator, Hashable, Iterator, Sequence
 
 import numpy as np
 
@@ -22,7 +26,7 @@ from .errors import ConstrainError
 from .guide import Guide, allocate_bitmask
 from .vocabulary import Vocabulary
 
-__all__ = ["Generation", "generate", "apply_bitmask", "sample", "coalesce"]
+__all__ = ["Generation", "TextStream", "generate", "stream", "apply_bitmask", "sample", "coalesce"]
 
 
 @dataclass(frozen=True)
@@ -115,10 +119,91 @@ def generate(
     tokenizer's chat template. When a guide came from a Pydantic class, a complete
     generation's ``value`` is the validated instance.
     """
+    single = isinstance(prompts, str)
+    steps = _steps(model, tokenizer, [prompts] if single else list(prompts), guides, vocabulary,
+                   max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                   chat=chat, fast_forward=fast_forward, coalescence=coalescence)  # fmt: skip
+    while True:
+        try:
+            next(steps)
+        except StopIteration as finished:
+            results: list[Generation] = finished.value
+            return results[0] if single else results
+
+
+class TextStream:
+    """The text of one constrained generation as it is accepted (see :func:`stream`).
+
+    Iterating yields strings, each ending on a whole UTF-8 character (a token may end
+    inside one: its bytes wait for the next token). Once iteration ends, ``generation``
+    holds the :class:`Generation`, ``value`` included.
+    """
+
+    def __init__(self, steps: Generator[list[list[int]], None, list[Generation]], vocabulary: Vocabulary) -> None:
+        self._steps = steps
+        self._vocabulary = vocabulary
+        self.generation: Generation | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pieces = self._vocabulary.token_bytes
+        while True:
+            try:
+                new = next(self._steps)[0]
+            except StopIteration as finished:
+                self.generation = finished.value[0]
+                tail = decoder.decode(b"", final=True)
+                if tail:
+                    yield tail
+                return
+            text = decoder.decode(b"".join(pieces[i] or b"" for i in new))
+            if text:
+                yield text
+
+
+def stream(
+    model: Any,
+    tokenizer: Any,
+    prompt: str,
+    guide: Guide[Hashable],
+    vocabulary: Vocabulary,
+    **options: Any,
+) -> TextStream:
+    """:func:`generate` for one prompt, its text handed out as it is accepted.
+
+    ``options`` are :func:`generate`'s. Nothing runs until the stream is iterated:
+
+    >>> chunks = stream(model, tokenizer, "Describe Tokyo as JSON.", guide, vocabulary)
+    >>> for chunk in chunks:
+    ...     print(chunk, end="", flush=True)
+    >>> chunks.generation.complete
+    True
+    """
+    if not isinstance(prompt, str):
+        raise ConstrainError("stream takes one prompt (a str); use generate for a batch")
+    return TextStream(_steps(model, tokenizer, [prompt], guide, vocabulary, **options), vocabulary)
+
+
+def _steps(
+    model: Any,
+    tokenizer: Any,
+    prompts: list[str],
+    guides: Guide[Hashable] | Sequence[Guide[Hashable]],
+    vocabulary: Vocabulary,
+    *,
+    max_new_tokens: int = 256,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    chat: bool = True,
+    fast_forward: bool = True,
+    coalescence: bool = False,
+) -> Generator[list[list[int]], None, list[Generation]]:
+    """The sampling loop: yields each step's new text tokens per row, returns the generations."""
     import torch
 
-    single = isinstance(prompts, str)
-    prompt_list = [prompts] if isinstance(prompts, str) else list(prompts)
+    prompt_list = list(prompts)
     guide_list = list(guides) if isinstance(guides, (list, tuple)) else [guides] * len(prompt_list)
     if len(guide_list) != len(prompt_list):
         raise ConstrainError(f"{len(guide_list)} guides for {len(prompt_list)} prompts")
@@ -140,44 +225,47 @@ def generate(
     eos = min(vocabulary.eos_token_ids)
     past, passes, forced_total = None, 0, 0
     coalesced: dict[tuple[int, Hashable], np.ndarray] = {}  # (guide, state) → coalesced bitmask
-    with torch.no_grad():
-        while any(not d and len(g) < max_new_tokens for d, g in zip(done, generated)):
+    while any(not d and len(g) < max_new_tokens for d, g in zip(done, generated)):
+        with torch.no_grad():  # only around the pass: the caller's code runs between yields
             out, past = _forward(model, input_ids, attention, positions, past)
-            passes += 1
-            logits = out.logits[:, -1, :].float()
-            for row, (guide, state) in enumerate(zip(guide_list, states)):
-                guide.fill_bitmask(state, bitmask[row])  # only what the guide allows
-                if coalescence and not done[row] and len(generated[row]) < max_new_tokens:
-                    key = (id(guide), state)
-                    if key not in coalesced:
-                        coalesced[key] = _coalesced_bitmask(guide, state, vocabulary)
-                    bitmask[row] = coalesced[key]
-            apply_bitmask(logits, bitmask)
-            chosen = sample(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
-            step: list[list[int]] = []
-            for row in range(batch):
-                if done[row] or len(generated[row]) >= max_new_tokens:
-                    step.append([eos])  # padding for a finished (or cut) row; its guide is not consulted
-                    continue
-                token_id = int(chosen[row])
-                states[row] = guide_list[row].advance(states[row], token_id)
-                if token_id in vocabulary.eos_token_ids:
-                    done[row] = True
-                else:
-                    generated[row].append(token_id)
-                step.append([token_id])
-            if fast_forward and not done[0]:  # append forced tokens in the same next pass
-                forced = _forced_tokens(guide_list[0], states[0], vocabulary, max_new_tokens - len(generated[0]))
-                for token_id in forced:
-                    states[0] = guide_list[0].advance(states[0], token_id)
-                generated[0] += forced
-                step[0] += forced
-                forced_total += len(forced)
-            input_ids = torch.tensor(step)
-            attention = torch.cat([attention, torch.ones((batch, input_ids.shape[1]), dtype=attention.dtype)], -1)
-            positions = positions[:, -1:] + torch.arange(1, input_ids.shape[1] + 1)
-    results = [_result(guide_list[r], generated[r], done[r], vocabulary, passes, forced_total) for r in range(batch)]
-    return results[0] if single else results
+        passes += 1
+        logits = out.logits[:, -1, :].float()
+        for row, (guide, state) in enumerate(zip(guide_list, states)):
+            guide.fill_bitmask(state, bitmask[row])  # only what the guide allows
+            if coalescence and not done[row] and len(generated[row]) < max_new_tokens:
+                key = (id(guide), state)
+                if key not in coalesced:
+                    coalesced[key] = _coalesced_bitmask(guide, state, vocabulary)
+                bitmask[row] = coalesced[key]
+        apply_bitmask(logits, bitmask)
+        chosen = sample(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+        step: list[list[int]] = []
+        new: list[list[int]] = [[] for _ in range(batch)]
+        for row in range(batch):
+            if done[row] or len(generated[row]) >= max_new_tokens:
+                step.append([eos])  # padding for a finished (or cut) row; its guide is not consulted
+                continue
+            token_id = int(chosen[row])
+            states[row] = guide_list[row].advance(states[row], token_id)
+            if token_id in vocabulary.eos_token_ids:
+                done[row] = True
+            else:
+                generated[row].append(token_id)
+                new[row].append(token_id)
+            step.append([token_id])
+        if fast_forward and not done[0]:  # append forced tokens in the same next pass
+            forced = _forced_tokens(guide_list[0], states[0], vocabulary, max_new_tokens - len(generated[0]))
+            for token_id in forced:
+                states[0] = guide_list[0].advance(states[0], token_id)
+            generated[0] += forced
+            new[0] += forced
+            step[0] += forced
+            forced_total += len(forced)
+        input_ids = torch.tensor(step)
+        attention = torch.cat([attention, torch.ones((batch, input_ids.shape[1]), dtype=attention.dtype)], -1)
+        positions = positions[:, -1:] + torch.arange(1, input_ids.shape[1] + 1)
+        yield new
+    return [_result(guide_list[r], generated[r], done[r], vocabulary, passes, forced_total) for r in range(batch)]
 
 
 def _forward(model: Any, input_ids: Any, attention: Any, positions: Any, cache: Any) -> tuple[Any, Any]:

@@ -20,3 +20,15 @@ def test_readme_example_runs(model_and_tokenizer: tuple[object, object], capsys:
     city = namespace["out"].value  # type: ignore[attr-defined]
     assert city is not None and type(city).__name__ == "City"
     assert "name=" in capsys.readouterr().out
+
+
+def test_every_readme_python_block_runs_in_order(model_and_tokenizer: tuple[object, object],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The streaming and transformers snippets too, each after the ones before it, as a reader runs them."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert len(blocks) >= 3
+    namespace: dict[str, object] = {}
+    for block in blocks:
+        exec(compile(block, str(README), "exec"), namespace)
+    assert namespace["chunks"].generation.value == namespace["out"].value  # type: ignore[attr-defined]
+    assert capsys.readouterr().out.count("name=") >= 2
