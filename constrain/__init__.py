@@ -5,8 +5,15 @@
 >>> state = guide.initial_state
 >>> mask = guide.allowed_tokens(state)              # bool mask over the vocabulary
 >>> state = guide.advance(state, token_id)
+
+Or in one line, from a model to a typed value (see :mod:`constrain.api`):
+
+>>> lm = constrain.Model.load()
+>>> lm("Is water wet?", Literal["yes", "no"])
+'yes'
 """
 
+from .api import Gbnf, Grammar, Model, Regex
 from .cfg import CFGGuide, compile_grammar, compile_sql
 from .compiler import Compiler
 from .errors import (
@@ -31,6 +38,10 @@ from .vocabulary import Vocabulary
 __version__ = "0.1.0"
 
 __all__ = [
+    "Model",
+    "Regex",
+    "Grammar",
+    "Gbnf",
     "Compiler",
     "Guide",
     "RegexGuide",
