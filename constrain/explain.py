@@ -6,6 +6,13 @@
 4. token-index sparsity: allowed tokens per state against the vocabulary size;
 5. a per-token log of a text: each token's bytes, the state before and after, how
    many tokens were allowed, and at the first rejected token, why.
+
+Before the stages, a text gets a verdict in the constraint's own terms (:class:`Verdict`):
+where the text leaves the language (a byte offset, not a token), what could have come
+there instead, the shortest way to finish from there, and for a JSON Schema the keyword
+and the JSON pointer at fault, as the ``jsonschema`` library (the reference validator,
+if installed) reports them — or, where that library accepts the instance, that the
+guide is stricter than the schema and in which documented way.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from .errors import ConfigurationError, TokenRejected
 from .regex.automaton import DEAD
 from .regex.guide import RegexGuide
 
-__all__ = ["Explanation", "Step", "explain", "dfa_to_dot"]
+__all__ = ["Explanation", "Step", "Verdict", "explain", "judge", "dfa_to_dot"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,38 @@ class Step:
     state_after: int | None
     allowed: int
     rejected: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A text judged against the constraint, byte by byte (see the module docstring)."""
+
+    accepted: bytes  # the longest prefix the guide takes
+    complete: bool  # the whole text was taken and the guide may end there
+    allowed_next: str  # the bytes that could follow ``accepted``, as ranges ("" where none)
+    completion: bytes | None  # the shortest bytes after ``accepted`` that finish a match
+    violations: tuple[tuple[str, str, str], ...] = ()  # (keyword, schema pointer, message)
+    note: str = ""
+
+    def format(self, text: bytes) -> list[str]:
+        if self.complete:
+            return ["the text fits the constraint"]
+        lines = []
+        if len(self.accepted) < len(text):
+            rest = text[len(self.accepted):]
+            lines.append(f"the text leaves the constraint at byte {len(self.accepted)}: "
+                         f"{_show(self.accepted[-40:])} ✔ then {_show(rest[:20])} ✘")  # fmt: skip
+        else:
+            lines.append(f"the text stops before the constraint is satisfied (after {_show(self.accepted[-40:])})")
+        if self.allowed_next:
+            lines.append(f"allowed there: {self.allowed_next}")
+        if self.completion is not None:
+            lines.append(f"shortest way to finish from there: {_show(self.completion)}")
+        for keyword, pointer, message in self.violations:
+            lines.append(f"schema: {keyword!r} at {pointer}: {message}")
+        if self.note:
+            lines.append(self.note)
+        return lines
 
 
 @dataclass
@@ -45,10 +84,15 @@ class Explanation:
     steps: list[Step] = field(default_factory=list)
     final: bool | None = None
     dropped: tuple[tuple[str, str], ...] = ()
+    text: bytes | None = None
+    verdict: Verdict | None = None
 
     def format(self) -> str:
-        """A report for a person, stage by stage."""
-        lines = ["== 1. schema as received =="]
+        """A report for a person: the verdict on the text, then stage by stage."""
+        lines = []
+        if self.verdict is not None and self.text is not None:
+            lines += ["== verdict ==", *self.verdict.format(self.text), ""]
+        lines.append("== 1. schema as received ==")
         lines.append(json.dumps(self.schema, indent=2) if self.schema is not None else "(a regex, no schema)")
         if self.dropped:
             lines.append("dropped by lenient mode: " + ", ".join(f"{k} at {p}" for k, p in self.dropped))
@@ -97,6 +141,10 @@ def explain(
 
         token_ids = tokenize_continuation(tokenizer, text)
     steps, final = _log(guide, token_ids) if token_ids is not None else ([], None)
+    data = None
+    if token_ids is not None:
+        data = text.encode("utf-8") if text is not None else b"".join(
+            vocabulary.token_bytes[i] or b"" for i in token_ids if i not in vocabulary.eos_token_ids)
     return Explanation(
         schema=guide.schema,
         regex=guide.regex,
@@ -108,7 +156,92 @@ def explain(
         steps=steps,
         final=final,
         dropped=guide.dropped,
+        text=data,
+        verdict=None if data is None else judge(guide, data),
     )
+
+
+def judge(guide: RegexGuide, text: bytes) -> Verdict:
+    """The :class:`Verdict` on ``text``: walked byte by byte through the guide's DFA."""
+    dfa = guide.index.dfa
+    state, taken = dfa.start, 0
+    for byte in text:
+        after = int(dfa.row(state)[byte]) if state != DEAD else DEAD
+        if after == DEAD:
+            break
+        state, taken = after, taken + 1
+    complete = taken == len(text) and state != DEAD and dfa.is_final(state)
+    if complete:
+        return Verdict(text, True, "", b"")
+    row = dfa.row(state) if state != DEAD else np.full(256, DEAD)
+    allowed = _readable_ranges([b for b in range(256) if row[b] != DEAD])
+    violations, note = _schema_verdict(guide.schema, text) if guide.schema is not None else ((), "")
+    return Verdict(text[:taken], False, allowed, _shortest_completion(dfa, state), violations, note)
+
+
+def _schema_verdict(schema: Any, text: bytes) -> tuple[tuple[tuple[str, str, str], ...], str]:
+    """What the reference validator says of the text as an instance, and a note."""
+    try:
+        instance = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return (), f"not (yet) a JSON document: {exc}"
+    try:
+        import jsonschema
+    except ImportError:
+        return (), "pip install jsonschema to have the keyword and schema location at fault named"
+    try:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.schema_path))
+    except jsonschema.exceptions.SchemaError as exc:
+        return (), f"jsonschema cannot read the schema: {exc.message}"
+    found = tuple(
+        (str(e.validator), "#" + "".join(f"/{p}" for p in list(e.schema_path)[:-1]), e.message) for e in errors[:8]
+    )
+    if found:
+        return found, ""
+    return (), ("the schema accepts this instance, so the guide is stricter here, as documented in "
+                "docs/json_schema.md: undeclared properties are refused unless strict_properties=False, "
+                "members come in definition order unless property_order='any', and keys are spelled as "
+                "json.dumps spells them")  # fmt: skip
+
+
+def _shortest_completion(dfa: Any, state: int, budget: int = 4096) -> bytes | None:
+    """The shortest bytes from ``state`` to a final state (printable ASCII tried first), breadth first."""
+    if state == DEAD:
+        return None
+    order = [*range(0x20, 0x7F), *range(0x20), *range(0x7F, 0x100)]
+    parent: dict[int, tuple[int, int] | None] = {state: None}
+    frontier = [state]
+    while frontier and len(parent) < budget:
+        following = []
+        for current in frontier:
+            if dfa.is_final(current):
+                path = []
+                while parent[current] is not None:
+                    current, byte = parent[current]  # type: ignore[misc]
+                    path.append(byte)
+                return bytes(reversed(path))
+            row = dfa.row(current)
+            for byte in order:
+                nxt = int(row[byte])
+                if nxt != DEAD and nxt not in parent:
+                    parent[nxt] = (current, byte)
+                    following.append(nxt)
+        frontier = following
+    return None
+
+
+def _readable_ranges(values: list[int]) -> str:
+    """Bytes for a person: printable ones quoted (``'a'-'z'``), others in hex."""
+
+    def show(b: int) -> str:
+        return repr(chr(b)) if 0x20 <= b < 0x7F else f"0x{b:02x}"
+
+    return " ".join(show(a) if a == b else f"{show(a)}-{show(b)}" for a, b in _runs(values))
+
+
+def _show(data: bytes) -> str:
+    return repr(data.decode("utf-8", errors="replace"))
 
 
 def _explore(guide: RegexGuide, max_states: int) -> list[int]:
@@ -160,17 +293,21 @@ def dfa_to_dot(guide: RegexGuide, states: Sequence[int]) -> str:
     return "\n".join(lines)
 
 
-def _byte_ranges(values: list[int]) -> str:
+def _runs(values: list[int]) -> list[list[int]]:
+    """Ascending byte values as ``[first, last]`` runs of consecutive ones."""
     runs: list[list[int]] = []
     for v in values:
         if runs and runs[-1][1] == v - 1:
             runs[-1][1] = v
         else:
             runs.append([v, v])
+    return runs
 
+
+def _byte_ranges(values: list[int]) -> str:
     def show(b: int) -> str:
         c = chr(b)
         return c if 0x21 <= b < 0x7F and c not in '"\\' else f"\\\\x{b:02x}"
 
-    return ",".join(show(a) if a == b else f"{show(a)}-{show(b)}" for a, b in runs)
+    return ",".join(show(a) if a == b else f"{show(a)}-{show(b)}" for a, b in _runs(values))
 

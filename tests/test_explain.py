@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 import constrain
@@ -74,3 +75,30 @@ def test_the_cli_says_its_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert stop.value.code == 0
     assert capsys.readouterr().out.strip() == f"constrain {constrain.__version__}"
+
+
+@pytest.mark.parametrize(
+    ("text", "offset", "keyword", "pointer"),
+    [('{"age": 3}', 2, "required", "#"), ('{"name": "Ada", "age": -1}', 23, "minimum", "#/properties/age"),
+     ('{"name": "Ada Lovelace Byron"}', 20, "maxLength", "#/properties/name")],
+)  # fmt: skip
+def test_the_verdict_names_the_keyword_and_pointer(smollm2: object, text: str, offset: int, keyword: str,
+                                                   pointer: str) -> None:
+    """Where the text leaves the language (a byte, not a token), what could come there, the
+    shortest finish (which the guide takes), and the reference validator's keyword and pointer."""
+    guide = constrain.Compiler(smollm2).json_schema(SCHEMA)
+    verdict = explain(guide, text=text, tokenizer=smollm2).verdict
+    assert verdict is not None and not verdict.complete
+    assert len(verdict.accepted) == offset and text.encode().startswith(verdict.accepted)
+    assert verdict.allowed_next and verdict.completion is not None
+    finished = json.loads(verdict.accepted + verdict.completion)
+    jsonschema.validate(finished, SCHEMA)
+    assert (keyword, pointer) in [(k, p) for k, p, _ in verdict.violations], verdict.violations
+
+
+def test_the_verdict_says_when_the_guide_is_stricter_than_the_schema(smollm2: object) -> None:
+    guide = constrain.Compiler(smollm2).json_schema(SCHEMA)  # strict_properties: undeclared members refused
+    verdict = explain(guide, text='{"name": "Ada", "pet": "cat"}', tokenizer=smollm2).verdict
+    assert verdict is not None and not verdict.violations and "stricter" in verdict.note
+    assert explain(guide, text='{"name": "Ada"}', tokenizer=smollm2).verdict.complete  # type: ignore[union-attr]
+    assert "the text fits" in explain(guide, text='{"name": "Ada"}', tokenizer=smollm2).format()
