@@ -126,6 +126,14 @@ TWO_REQUIRED = {
     "properties": {"kind": {"enum": ["list"]}, "items": {"type": "array", "items": {"$ref": "#"}}, "note": {"type": "string", "maxLength": 3}},
     "required": ["kind", "items"],
 }
+#: Two objects in an anyOf share an optional member (o69210, a CWL schema): as separate grammar
+#: items they made an LALR reduce/reduce collision, so free members stay one alternation.
+SHARED_OPTIONAL = {"$defs": {"node": {"anyOf": [
+    {"type": "object", "properties": {"label": {"type": "string"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+     "required": ["kids"]},
+    {"type": "object", "properties": {"label": {"type": "string"}, "value": {"type": "integer"}, "next": {"$ref": "#/$defs/node"}},
+     "required": ["value"]},
+]}}, "$ref": "#/$defs/node"}  # fmt: skip
 SPEC_CASES = [
     (TREE, [{"children": [], "value": 0}, {"children": [{"children": [], "value": 2}], "value": 1}, {"value": 1, "x": [1]}],
      ['{"children": []}', '{"children": [{"value": -1}], "value": 1}', '{"children": [{"x": 1}], "value": 1}']),
@@ -173,3 +181,22 @@ def _closed(schema: object) -> object:
     if "properties" in out:
         out.setdefault("additionalProperties", False)
     return out
+
+
+def test_objects_that_share_an_optional_member_compile_and_stay_sound(smollm2: object) -> None:
+    compiler = constrain.Compiler(smollm2)
+    guide = compiler.json_schema(SHARED_OPTIONAL, strict_properties=False)  # a GrammarError at 8012f8a
+    assert guide.backend == "cfg"
+    for instance in ({"kids": []}, {"label": "a", "kids": []}, {"kids": [], "label": "a"}):
+        assert accepts(guide, tokenize_continuation(smollm2, json.dumps(instance))), instance
+    for text in ('{"label": "a"}', '{"kids": [{"label": "b"}]}', '{"value": 1, "next": {"label": 1, "kids": []}}'):
+        assert not accepts(guide, tokenize_continuation(smollm2, text)), text
+    # (closed with additionalProperties: false, both objects' only untracked member is "label": two rules
+    # deriving one terminal, still an LALR collision; see the xfail below for the open form's gap)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: where two anyOf branches' member terminals match the same "
+                   "text, the LALR lexer commits to one branch (sound, but it can refuse a valid instance)")
+def test_the_second_of_two_overlapping_object_branches_is_reachable(smollm2: object) -> None:
+    guide = constrain.Compiler(smollm2).json_schema(SHARED_OPTIONAL, strict_properties=False)
+    assert accepts(guide, tokenize_continuation(smollm2, '{"value": 1}'))

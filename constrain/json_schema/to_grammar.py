@@ -25,7 +25,15 @@ from typing import Any
 
 from ..cfg.skeleton import has_rule_ref, lark_repeat, nullable
 from ..regex.tree import EMPTY, Alt, Concat, Members, MemberSet, Node, Repeat, RuleRef
-from .to_regex import SchemaError, SchemaOptions, UnsupportedSchemaError, WalkResult, load_schema, schema_walk
+from .to_regex import (
+    MAX_TRACKED_REQUIRED,
+    SchemaError,
+    SchemaOptions,
+    UnsupportedSchemaError,
+    WalkResult,
+    load_schema,
+    schema_walk,
+)
 
 __all__ = ["SchemaGrammar", "schema_to_grammar", "tree_to_grammar"]
 
@@ -142,7 +150,7 @@ class _Writer:
         sound: every copy's value is checked and a parser keeps the last one, so the value
         read is one the schema accepts (and ``json.dumps`` never repeats a key). What must
         be tracked is only that each required member comes: one rule per subset of them.
-        Past ``_MAX_TRACKED`` required members the members keep definition order instead
+        Past ``MAX_TRACKED_REQUIRED`` required members the members keep definition order instead
         (stricter). Counting members (``minProperties``, ``maxProperties``) and
         ``dependentRequired`` need every member tracked, and stay refused.
         """
@@ -152,7 +160,7 @@ class _Writer:
         if counted:
             raise UnsupportedSchemaError(counted[0], "#", f"{counted[0]} on an object that holds a recursive "
                                          "reference (its members are not counted)")  # fmt: skip
-        if node.ordered or len(node.required) > _MAX_TRACKED:  # definition order: stricter, linear
+        if node.ordered or len(node.required) > MAX_TRACKED_REQUIRED:  # definition order: stricter, linear
             return self.members(Members(tuple((item, i in node.required) for i, item in enumerate(node.items)),
                                         node.separator, node.extra))  # fmt: skip
         k = self._members
@@ -210,5 +218,3 @@ class _Writer:
         return self.terminals[node]
 
 
-#: Required members a member set around a recursive reference may track (one rule per subset).
-_MAX_TRACKED = 6

@@ -105,6 +105,11 @@ class UnsupportedSchemaError(SchemaError):
         self.pointer = pointer or "#"
 
 
+#: Required members a grammar tracks in an object around a recursive reference (a rule per subset
+#: of them, see ``to_grammar._Writer.member_set``); past it the members keep definition order.
+MAX_TRACKED_REQUIRED = 6
+
+
 class RecursiveSchemaError(UnsupportedSchemaError):
     """A ``$ref`` cycle: a regex can only unroll it to a fixed depth."""
 
@@ -1294,7 +1299,8 @@ class _Walker:
             if name in required:
                 return NOTHING
         members = [m for m in members if m[2] in present]
-        if not self.over and not low and not self.rule_refs:
+        ordered_grammar = bool(self.rule_refs) and len([m for m in members if m[1]]) > MAX_TRACKED_REQUIRED
+        if not self.over and not low and not ordered_grammar:
             # Only what must be counted needs a bit: required members and those dependentRequired
             # names. Every other member is free: it may come again, like an extra, for a parser
             # keeps a repeated key's last value and each copy's value is checked (json.dumps never
@@ -1302,7 +1308,10 @@ class _Walker:
             # members are shared by every subset of them seen so far (dockerd's 2,516 key-trie
             # states per member ran past max_dfa_states). minProperties counts members, which a
             # repeated key would inflate, so there every member keeps its bit. A recursive
-            # schema keeps every member an item: its grammar may need their definition order.
+            # schema's object with more required members than its grammar tracks keeps every
+            # member an item: the grammar writes them in definition order (to_grammar.member_set).
+            # Below that the free members form one alternation, one grammar terminal: as items,
+            # two objects that share an optional member made LALR reduce/reduce collisions.
             tracked = set(required) | set(dependent) | {n for names in dependent.values() for n in names}
             free = [m for m, _, name in members if name not in tracked]
             if free:
