@@ -94,3 +94,30 @@ def test_eight_threads_on_one_guide_agree_with_one_thread(vocabulary: constrain.
     assert not errors, errors
     for k, want in enumerate(expected):
         assert all(np.array_equal(a, b) for a, b in zip(want, results[k])), k
+
+
+def test_the_mask_cache_is_bounded_and_evicted_masks_come_back_the_same(
+    vocabulary: constrain.Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long walk visits a new DFA state per token (a counted repeat): the packed-mask cache keeps
+    a bounded number, per-call guides share it, and a mask recomputed after eviction is the same."""
+    from constrain.regex import guide as regex_guide
+
+    monkeypatch.setattr(regex_guide, "_MASK_CACHE_SIZE", 8)
+    compiler = constrain.Compiler(vocabulary)
+    first, second = compiler.regex("[a-z]{0,300}"), compiler.regex("[a-z]{0,300}")
+    token = next(i for i, piece in enumerate(vocabulary.token_bytes) if piece == b"a")
+
+    def packed_walk(guide: Any) -> list[np.ndarray]:
+        state, out = guide.initial_state, []
+        for _ in range(40):
+            buffer = constrain.allocate_bitmask(vocabulary.size)
+            guide.fill_bitmask(state, buffer)
+            out.append(buffer.copy())
+            state = guide.advance(state, token)
+        return out
+
+    once = packed_walk(first)
+    assert len(first._bitmasks) == 8 and second._bitmasks is first._bitmasks
+    for want, got in zip(once, packed_walk(second)):
+        assert np.array_equal(want, got)

@@ -21,14 +21,12 @@ the whole vocabulary at once (tests compare the two).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Optional
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..core.sharing import Shared
+from ..core.cache import BoundedCache
 from ..errors import InvalidStateError, TokenRejected
 from ..guide import bitmask_from_token_ids, check_bitmask, check_token
 from ..vocabulary import Vocabulary
@@ -44,7 +42,7 @@ State = tuple[int, int, int, bytes]
 FINISHED: State = (-2, -1, -1, b"")
 
 
-class CFGGuide(Shared):
+class CFGGuide:
     """Guides generation to text that ``lark.Lark(grammar, parser="lalr").parse`` accepts.
 
     Built by :func:`constrain.cfg.compile_grammar`. The guide holds compiled tables and
@@ -64,10 +62,8 @@ class CFGGuide(Shared):
         self._eos = np.array(sorted(vocabulary.eos_token_ids), dtype=np.int32)
         self._eos_set = vocabulary.eos_token_ids
         self.index = MaskIndex(self)
-        self._masks: OrderedDict[State, NDArray[np.int32]] = OrderedDict()
+        self._masks: BoundedCache[NDArray[np.int32]] = BoundedCache(mask_cache_size)
         self._eos_bits = bitmask_from_token_ids(self._eos, self.vocab_size)
-        self._mask_cache_size = mask_cache_size
-        self._lock = threading.Lock()
         #: For schema guides: keywords lenient mode dropped, the schema, the Pydantic class.
         self.dropped: tuple[tuple[str, str], ...] = ()
         #: (keyword, JSON pointer) of annotations the schema walk ignored (unknown keywords and formats).
@@ -233,11 +229,7 @@ class CFGGuide(Shared):
             packed = self.index.allowed_packed(state).view("<i4").astype(np.int32)
             if self.is_final(state):
                 packed = packed | self._eos_bits
-        with self._lock:
-            self._masks[state] = packed
-            if len(self._masks) > self._mask_cache_size:
-                self._masks.popitem(last=False)
-        return packed
+        return self._masks.put(state, packed)
 
     def precompute(self, timeout_s: float | None = None) -> int:
         """Walk the vocabulary from every lexer context's start now instead of on first use.

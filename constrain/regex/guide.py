@@ -11,6 +11,7 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import NDArray
 
+from ..core.cache import BoundedCache
 from ..errors import InvalidStateError, TokenRejected
 from ..guide import bitmask_from_token_ids, check_bitmask, check_token
 from .automaton import DEAD
@@ -18,6 +19,9 @@ from .index import TokenIndex
 from .tree import Node, render
 
 __all__ = ["RegexGuide", "FINISHED"]
+
+#: Packed masks a regex guide keeps (6 KB each at 49k tokens, 16 KB at 128k: 24 or 64 MB in all).
+_MASK_CACHE_SIZE = 4096
 
 #: The state after EOS: final, and only EOS is allowed (padding for finished batch rows).
 FINISHED = -2
@@ -40,7 +44,9 @@ class RegexGuide:
         self.vocab_size = index.vocabulary.size
         self._eos = np.array(sorted(self.vocabulary.eos_token_ids), dtype=np.int32)
         self._eos_set = self.vocabulary.eos_token_ids
-        self._bitmasks: dict[int, NDArray[np.int32]] = {}
+        #: Packed masks by DFA state, the most recently stored ``_MASK_CACHE_SIZE`` of them: a cache
+        #: per state of up to ``max_dfa_states`` states would hold gigabytes on a 128k vocabulary.
+        self._bitmasks: BoundedCache[NDArray[np.int32]] = BoundedCache(_MASK_CACHE_SIZE)
         #: For schema guides: keywords lenient mode dropped, the schema, the Pydantic class.
         self.dropped: tuple[tuple[str, str], ...] = ()
         #: (keyword, JSON pointer) of annotations the schema walk ignored (unknown keywords and formats).
@@ -91,8 +97,8 @@ class RegexGuide:
         check_bitmask(out, self.vocab_size)
         bitmask = self._bitmasks.get(state)
         if bitmask is None:
-            bitmask = bitmask_from_token_ids(self.allowed_token_ids(state), self.vocab_size)
-            self._bitmasks[state] = bitmask
+            packed = bitmask_from_token_ids(self.allowed_token_ids(state), self.vocab_size)
+            bitmask = self._bitmasks.put(state, packed)
         out[...] = bitmask
 
     def advance(self, state: int, token_id: int) -> int:
