@@ -41,14 +41,16 @@ class Generation:
     value: Any = field(default=None, compare=False)
 
 
-def apply_bitmask(logits: Any, bitmask: np.ndarray) -> None:
-    """Set disallowed logits to -inf in place, for one row or a batch.
+def apply_bitmask(logits: Any, bitmask: Any) -> None:
+    """Set disallowed logits to -inf in place, for one row or a batch, on the logits' device.
 
-    Logits wider than the mask (models pad their vocabulary) are disallowed.
+    ``bitmask`` is packed int32 words, a numpy array or a torch tensor. Logits wider than
+    the mask (models pad their vocabulary) are disallowed.
     """
     import torch
 
-    words = torch.from_numpy(np.ascontiguousarray(bitmask)).to(logits.device)
+    words = bitmask if isinstance(bitmask, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(bitmask))
+    words = words.to(logits.device)
     shifts = torch.arange(32, device=logits.device, dtype=torch.int32)
     allowed = ((words.unsqueeze(-1) >> shifts) & 1).flatten(-2).bool()
     width = logits.shape[-1]
