@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -111,3 +112,28 @@ def test_walks_through_deferred_parts_are_valid_and_complete(smollm2: object) ->
 def test_counters_around_a_stub_still_bound_it(items: int) -> None:
     lazy = _dfa(WIDE, automaton._DEFER_STATES)
     assert not lazy.matches(json.dumps(_instance(random.Random(items), items)).encode())
+
+
+PROMETHEUS = Path(__file__).resolve().parents[2] / "shared/data/maskbench-dev/JsonSchemaStore---prometheus.json"
+
+
+@pytest.mark.skipif(not PROMETHEUS.exists(), reason="needs ../shared/data/maskbench-dev")
+def test_a_first_visit_keeps_to_timeout_s_however_deep_its_builds_nest(smollm2: object) -> None:
+    """Prometheus' configuration schema: a first visit builds a deferred part whose products search
+    parts that build deferred parts of their own (it compiled eagerly in 22 s before parts were
+    deferred, then ran out of max_dfa_states). Nested builds share the outermost one's clock
+    (algebra.visit_deadline), so the step ends in a LimitExceededError on time, not depth × limit."""
+    import time
+
+    doc = json.loads(PROMETHEUS.read_text())
+    compiler = constrain.Compiler(smollm2, limits=Limits(timeout_s=4))
+    guide = compiler.json_schema(doc["schema"], strict_properties=False)
+    ids = tokenize_continuation(smollm2, json.dumps(doc["tests"][0]["data"]))
+    state, started = guide.initial_state, time.monotonic()
+    with pytest.raises(constrain.LimitExceededError, match="timeout_s"):
+        for token in ids:
+            step = time.monotonic()
+            guide.allowed_token_ids(state)
+            assert time.monotonic() - step < 4 * 2.5, "one step ran far past timeout_s"
+            state = guide.advance(state, token)
+    assert time.monotonic() - started < 60

@@ -26,7 +26,8 @@ import heapq
 import itertools
 import threading
 import time
-from typing import Any, Callable, Protocol
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,10 +35,30 @@ from numpy.typing import NDArray
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
 
-__all__ = ["DEAD", "Automaton", "ProductDFA"]
+__all__ = ["DEAD", "Automaton", "ProductDFA", "visit_deadline"]
 
 #: Transition target meaning "no match is possible any more".
 DEAD = -1
+
+_VISIT = threading.local()
+
+
+@contextmanager
+def visit_deadline(timeout_s: float) -> Iterator[float]:
+    """The deadline of the first visit under way on this thread, or a new one ``timeout_s`` away.
+
+    A first visit can build a deferred part, whose products search their parts, whose rows
+    build deferred parts of their own: each given a fresh ``timeout_s``, a chain of them ran
+    for minutes. The outermost one sets the clock; everything it sets off shares it.
+    """
+    outer = getattr(_VISIT, "deadline", None)
+    if outer is None:
+        _VISIT.deadline = time.monotonic() + timeout_s
+    try:
+        yield _VISIT.deadline
+    finally:
+        if outer is None:
+            _VISIT.deadline = None
 
 
 class Automaton(Protocol):
@@ -167,7 +188,9 @@ class ProductDFA(Shared):
             return True
         if states in self._dead:
             return False
-        deadline = time.monotonic() + self.timeout_s if deadline is None else deadline
+        if deadline is None:
+            with visit_deadline(self.timeout_s) as shared:
+                return self._is_live(states, shared)
         parent: dict[Tuple, Tuple | None] = {states: None}
         # Any accepting tuple proves liveness, and an exhausted search is the same set in any
         # order, so the order only decides how soon a witness turns up. A difference is free

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
-from .algebra import DEAD, Automaton, ProductDFA
+from .algebra import DEAD, Automaton, ProductDFA, visit_deadline
 from .nested import NestedDFA
 from .tree import Alt, CharSet, Concat, Difference, Intersect, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat
 from .utf8 import add_utf8_trie, byte_runs, clip_to_runs
@@ -173,9 +173,14 @@ class ByteNFA(Shared):
             node = self.deferred.get(stub)
             if node is None:
                 return  # another caller built it first
-            self._deadline = time.monotonic() + self.limits.timeout_s  # a first visit gets its own clock
             base = len(self.edges)
-            entry, exit_ = self._build(node, defer=False)
+            try:
+                with visit_deadline(self.limits.timeout_s) as deadline:  # a first visit's clock, shared
+                    self._deadline = deadline
+                    entry, exit_ = self._build(node, defer=False)
+            except BaseException:  # a limit: the states built so far stay unreachable, and dead
+                self.live += bytearray(len(self.edges) - len(self.live))
+                raise
             self.epsilon[exit_].append(stub + 1)
             self._fragments.append((base, len(self.edges), stub))
             self.live += self._coreachable(base, exit_)
