@@ -66,9 +66,11 @@ def load_cases(data: Path, tokenizer: Any, limit: int | None) -> list[Case]:
 
 def error_keyword(engine: str, message: str) -> str:
     """Group a refusal: the keyword constrain names, else the error's first words."""
-    found = re.search(r"'([$A-Za-z_][\w$]*)' at #", message)
+    found = re.search(r"'([$A-Za-z_][\w$]*)' at (#|\S+#|https?:)", message)  # a pointer, or a URI with one
     if engine.startswith("constrain") and found:
         return found.group(1)
+    if engine.startswith("constrain") and message.startswith("GrammarError: the grammar is not LALR(1)"):
+        return "not LALR(1)"
     if "LimitExceededError" in message or "limit " in message:
         found = re.search(r"limit (\w+)=", message)
         return f"limit {found.group(1)}" if found else "limit"
