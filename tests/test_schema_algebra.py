@@ -240,3 +240,17 @@ def test_a_superset_holds_every_spelling_of_a_decimal() -> None:
     tree = schema_walk({"type": "array", "items": {"not": {"type": "number", "minimum": 0}}}, SchemaOptions()).tree
     dfa = LazyDFA(ByteNFA(tree, Limits()))
     assert dfa.matches(b"[-1, -0.5]") and not dfa.matches(b"[94.90]") and not dfa.matches(b"[2.50]")
+
+
+def test_a_witness_behind_long_required_keys_is_found() -> None:
+    """A difference whose witness needs two long required keys (o27154, reduced): the budgeted
+    liveness search spent its budget on shorter key spellings and judged the whole language
+    empty. The probe (the base's shortest completion, checked against the subtracted parts)
+    finds one, and the valid instance is accepted."""
+    schema = {"dependencies": {"num_input": {"properties": {"num_input": {"not": {}}}}},
+              "required": ["list_int_input", "config_num"]}  # fmt: skip
+    dfa = LazyDFA(ByteNFA(schema_walk(schema, SchemaOptions(strict_properties=False)).tree, Limits()))
+    validator = jsonschema.Draft7Validator(schema)
+    for text in ['{"config_num": 4, "list_int_input": [1, 2, 3]}', '{"list_int_input": 1, "config_num": 4, "x": 0}',
+                 '{"config_num": 4}', '{"config_num": 4, "list_int_input": 1, "num_input": 2}']:  # fmt: skip
+        assert dfa.matches(text.encode()) == validator.is_valid(json.loads(text)), text

@@ -222,7 +222,10 @@ class ProductDFA(Shared):
             if self.unbounded and len(parent) > _SEARCH_BUDGET:
                 # Past the budget a part may nest forever without ever agreeing with the others
                 # (any value minus arrays, after "["), so the search cannot end by exhaustion:
-                # this tuple counts as dead. Over-constrained at worst, never weaker.
+                # this tuple counts as dead, unless the probe finds a witness. Over-constrained
+                # at worst, never weaker.
+                if self._probe(states):
+                    return True
                 self._dead.add(states)
                 return False
             if len(parent) % 64 == 0 and time.monotonic() > deadline:
@@ -236,6 +239,51 @@ class ProductDFA(Shared):
         while step is not None:
             self._live.add(step)
             step = parent[step]
+        return True
+
+    def _probe(self, states: Tuple) -> bool:
+        """A witness found the cheap way: the first part's shortest completion, if the product takes it.
+
+        The budgeted search explores every tuple up to a cost, and where a witness lies behind
+        two long required keys (o27154: ``list_int_input``, ``config_num``) the tuples of every
+        shorter key spelling use the budget up. The first part alone has few states per length,
+        and its shortest completion usually satisfies the others too (a subtracted part that
+        needs a key the completion leaves out); every tuple on the way is then live.
+        """
+        first = self.parts[0]
+        parent: dict[int, tuple[int, int] | None] = {states[0]: None}
+        heap, end, tick = [(0, 0, states[0])], None, itertools.count(1)
+        settled: set[int] = set()
+        while heap and len(parent) < _SEARCH_BUDGET:
+            cost, _, state = heapq.heappop(heap)
+            if state in settled:
+                continue
+            settled.add(state)
+            if first.is_final(state):
+                end = state
+                break
+            row = first.row(state)
+            for byte in _PROBE_ORDER:  # cheapest first: a bracket opens a nested value, which costs more
+                successor = int(row[byte])
+                if successor != DEAD and successor not in parent:
+                    parent[successor] = (state, byte)
+                    heapq.heappush(heap, (cost + (_OPENING_COST if byte in _BRACKETS else 1), next(tick), successor))
+        if end is None:
+            return False
+        path: list[int] = []
+        while parent[end] is not None:
+            end, byte = parent[end]  # type: ignore[misc]
+            path.append(byte)
+        trail = [states]
+        for byte in reversed(path):
+            current = trail[-1]
+            step = tuple(int(p.row(s)[byte]) if s != DEAD else DEAD for p, s in zip(self.parts, current))
+            if not self._alive(step):
+                return False
+            trail.append(step)
+        if not self._accepts(trail[-1]):
+            return False
+        self._live.update(trail)
         return True
 
     def _frontier(
@@ -290,3 +338,5 @@ def _openings(columns: NDArray[np.int32], none: int) -> frozenset[int]:
 
 #: Tuples a liveness search may visit when a part has no finite state count (see ``_is_live``).
 _SEARCH_BUDGET = 8192
+#: The bytes a probe tries, printable ASCII first (JSON's own bytes).
+_PROBE_ORDER = (*range(0x20, 0x7F), *range(0x20), *range(0x7F, 0x100))
