@@ -135,10 +135,11 @@ def _step(what: str) -> Iterator[None]:
 
 def _generate(args: argparse.Namespace) -> int:
     from .compiler import Compiler
-    from .models import load_model
+    from .models import converts_on_load, load_model
     from .sampling import stream
 
-    with _step("loading the model (the first run converts the offline model once)"):
+    first = " (converting the offline model, once: about 20 s)" if converts_on_load(args.model) else ""
+    with _step(f"loading the model{first}"):
         model, tokenizer = load_model(args.model)
     with _step("compiling the constraint"):
         width = model.get_output_embeddings().weight.shape[0]

@@ -16,7 +16,7 @@ from typing import Any
 from .errors import ConstrainError
 from .packages import cache_dir, package_dir
 
-__all__ = ["DEFAULT_MODEL", "load_model", "load_tokenizer"]
+__all__ = ["DEFAULT_MODEL", "converts_on_load", "load_model", "load_tokenizer"]
 
 DEFAULT_MODEL = "smollm2"
 _GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -42,6 +42,11 @@ def load_model(name_or_path: str = DEFAULT_MODEL) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+def converts_on_load(name_or_path: str = DEFAULT_MODEL) -> bool:
+    """Whether :func:`load_model` will first convert the GGUF file (the default model's first load)."""
+    return name_or_path == DEFAULT_MODEL and not (_converted_dir() / "model.safetensors").exists()
+
+
 def load_tokenizer(name_or_path: str = DEFAULT_MODEL) -> Any:
     """Only the tokenizer of :func:`load_model`'s model (no weights loaded)."""
     from transformers import AutoTokenizer
@@ -50,8 +55,12 @@ def load_tokenizer(name_or_path: str = DEFAULT_MODEL) -> Any:
     return AutoTokenizer.from_pretrained(path)
 
 
+def _converted_dir() -> Path:
+    return cache_dir() / "models" / DEFAULT_MODEL
+
+
 def _default_model_dir() -> Path:
-    target = cache_dir() / "models" / DEFAULT_MODEL
+    target = _converted_dir()
     if (target / "model.safetensors").exists():
         return target
     import torch
