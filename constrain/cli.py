@@ -176,9 +176,16 @@ def _explain(args: argparse.Namespace) -> int:
         tokenizer = load_tokenizer(args.model)
     with _step("compiling the constraint"):
         guide = _guide(Compiler(tokenizer), args)
-    if guide.backend != "regex":
-        raise ConstrainError("explain shows the regex backend's stages; this constraint compiled to the "
-                             f"{guide.backend} backend (see docs/cfg.md for its debugging hooks)")  # fmt: skip
+    if guide.backend != "regex":  # the verdict works on both backends; the five stages are the regex one's
+        if args.text is None:
+            raise ConstrainError(f"this constraint compiled to the {guide.backend} backend: pass --text for a "
+                                 "verdict on a text (the five stages are the regex backend's; see docs/cfg.md)")  # fmt: skip
+        from .explain import judge
+
+        data = args.text.encode("utf-8")
+        verdict = judge(guide, data)
+        print("\n".join(["== verdict ==", *verdict.format(data)]))
+        return 0 if verdict.complete else 1
     report = explain(guide, text=args.text, tokenizer=tokenizer, max_states=args.max_states)
     print(report.format())
     if args.dot is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -161,22 +161,35 @@ def explain(
     )
 
 
-def judge(guide: RegexGuide, text: bytes) -> Verdict:
-    """The :class:`Verdict` on ``text``: walked byte by byte through the guide's DFA."""
-    dfa = guide.index.dfa
-    state, taken = dfa.start, 0
+def judge(guide: Any, text: bytes) -> Verdict:
+    """The :class:`Verdict` on ``text``, walked byte by byte: through a regex guide's DFA, or a
+    grammar guide's lexer and parser (``feed_bytes``, one byte at a time)."""
+    step, final, state = _byte_walker(guide)
+    taken = 0
     for byte in text:
-        after = int(dfa.row(state)[byte]) if state != DEAD else DEAD
-        if after == DEAD:
+        after = step(state, byte)
+        if after is None:
             break
         state, taken = after, taken + 1
-    complete = taken == len(text) and state != DEAD and dfa.is_final(state)
-    if complete:
+    if taken == len(text) and final(state):
         return Verdict(text, True, "", b"")
-    row = dfa.row(state) if state != DEAD else np.full(256, DEAD)
-    allowed = _readable_ranges([b for b in range(256) if row[b] != DEAD])
-    violations, note = _schema_verdict(guide.schema, text) if guide.schema is not None else ((), "")
-    return Verdict(text[:taken], False, allowed, _shortest_completion(dfa, state), violations, note)
+    allowed = _readable_ranges([b for b in range(256) if step(state, b) is not None])
+    schema = getattr(guide, "schema", None)
+    violations, note = _schema_verdict(schema, text) if schema is not None else ((), "")
+    return Verdict(text[:taken], False, allowed, _shortest_completion(step, final, state), violations, note)
+
+
+def _byte_walker(guide: Any) -> tuple[Callable[[Any, int], Any], Callable[[Any], bool], Any]:
+    """``(step, final, start)`` over single bytes, for either backend (``step`` gives None at a dead end)."""
+    index = getattr(guide, "index", None)
+    dfa = getattr(index, "dfa", None)
+    if dfa is not None:
+        def step(state: Any, byte: int) -> Any:
+            after = int(dfa.row(state)[byte])
+            return None if after == DEAD else after
+
+        return step, dfa.is_final, dfa.start
+    return (lambda state, byte: guide.feed_bytes(state, bytes((byte,)))), guide.is_final, guide.initial_state
 
 
 def _schema_verdict(schema: Any, text: bytes) -> tuple[tuple[tuple[str, str, str], ...], str]:
@@ -205,26 +218,25 @@ def _schema_verdict(schema: Any, text: bytes) -> tuple[tuple[tuple[str, str, str
                 "json.dumps spells them")  # fmt: skip
 
 
-def _shortest_completion(dfa: Any, state: int, budget: int = 4096) -> bytes | None:
+def _shortest_completion(
+    step: Callable[[Any, int], Any], final: Callable[[Any], bool], state: Any, budget: int = 4096
+) -> bytes | None:
     """The shortest bytes from ``state`` to a final state (printable ASCII tried first), breadth first."""
-    if state == DEAD:
-        return None
     order = [*range(0x20, 0x7F), *range(0x20), *range(0x7F, 0x100)]
-    parent: dict[int, tuple[int, int] | None] = {state: None}
+    parent: dict[Any, tuple[Any, int] | None] = {state: None}
     frontier = [state]
     while frontier and len(parent) < budget:
         following = []
         for current in frontier:
-            if dfa.is_final(current):
+            if final(current):
                 path = []
                 while parent[current] is not None:
                     current, byte = parent[current]  # type: ignore[misc]
                     path.append(byte)
                 return bytes(reversed(path))
-            row = dfa.row(current)
             for byte in order:
-                nxt = int(row[byte])
-                if nxt != DEAD and nxt not in parent:
+                nxt = step(current, byte)
+                if nxt is not None and nxt not in parent:
                     parent[nxt] = (current, byte)
                     following.append(nxt)
         frontier = following

@@ -102,3 +102,19 @@ def test_the_verdict_says_when_the_guide_is_stricter_than_the_schema(smollm2: ob
     assert verdict is not None and not verdict.violations and "stricter" in verdict.note
     assert explain(guide, text='{"name": "Ada"}', tokenizer=smollm2).verdict.complete  # type: ignore[union-attr]
     assert "the text fits" in explain(guide, text='{"name": "Ada"}', tokenizer=smollm2).format()
+
+
+def test_grammar_guides_get_a_verdict_too(smollm2: object, capsys: pytest.CaptureFixture[str]) -> None:
+    """The grammar backend: the same byte walk through its lexer and parser (feed_bytes), the bytes
+    allowed where the text fails, and a shortest finish that json.loads accepts."""
+    from constrain.explain import judge
+
+    guide = constrain.Compiler(smollm2).grammar("json")
+    text = b'{"a": [1, 2,]}'
+    verdict = judge(guide, text)
+    assert not verdict.complete and verdict.accepted == b'{"a": [1, 2,' and "'0'-'9'" in verdict.allowed_next
+    assert verdict.completion is not None and json.loads(verdict.accepted + verdict.completion)
+    assert judge(guide, b'{"a": [1, 2]}').complete
+    assert main(["explain", "--grammar", "json", "--text", '{"a": [1, 2,]}']) == 1
+    assert "leaves the constraint at byte 12" in capsys.readouterr().out
+    assert main(["explain", "--grammar", "json", "--text", "[1]"]) == 0

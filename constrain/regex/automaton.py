@@ -134,8 +134,9 @@ class ByteNFA(Shared):
         self.start, self.accept = self._build(tree, defer=False)
         self.live = self._coreachable(0, self.accept)
         #: Whether an embedded automaton, built or deferred, has no finite state count (see ``ProductDFA``).
+        nests: dict[int, bool] = {}  # one memo for all stubs: they share subtrees
         self.unbounded = any(getattr(a, "unbounded", False) for a in self.embedded.values()) or any(
-            _nests(node, {}) for node in self.deferred.values()
+            _nests(node, nests) for node in self.deferred.values()
         )
         self._scopes: dict[int, tuple[int, ...]] = {}
         self._strides: dict[int, tuple[int, int, int] | None] = {}
