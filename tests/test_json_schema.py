@@ -398,6 +398,22 @@ def test_an_optional_member_with_contradictory_bounds_is_left_out(smollm2: objec
         assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)) is valid
 
 
+
+def test_a_bounded_array_after_forty_members_counts_right(smollm2: object) -> None:
+    """A member set's value (seen bits, then count) passes the symbolic-count threshold from 40
+    items on. Inside a counted array after them, the token index's stand-in must shift only the
+    array's count back, not the set's value: that mix-up was a raw KeyError, found on MaskBench."""
+    members = {f"p{i}": {"type": "integer"} for i in range(44)}
+    members["p44"] = {"type": "array", "maxItems": 254, "items": {"type": "integer"}}
+    schema = {"type": "object", "properties": members, "required": sorted(members), "additionalProperties": False}
+    guide = constrain.Compiler(smollm2).json_schema(schema, strict_properties=False)
+    for count, valid in [(20, True), (254, True), (255, False)]:
+        text = json.dumps({**{f"p{i}": i for i in range(44)}, "p44": list(range(count))})
+        assert accepts(guide, tokenize_continuation(smollm2, text)) is valid, count
+        assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)) is valid
+    without_one = json.dumps({**{f"p{i}": i for i in range(1, 44)}, "p44": [1]})
+    assert not accepts(guide, tokenize_continuation(smollm2, without_one))  # p0 is required
+
 FORMAT_SAMPLES = {  # (accepted, refused), spelled as JSON text content; refused ones break the RFC
     "uri-reference": (["http://a.b/c?d#e", "//host/p", "/abs", "rel/x", "#frag", "", "./this:that"],
                       ["1:b", "/a b", "/%zz", "//a@b@c/", "/[::1]"]),

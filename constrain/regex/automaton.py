@@ -1011,9 +1011,14 @@ class LazyDFA(Shared):
             return self._intern(stand_in), bases
 
     def concrete(self, state: int, bases: dict[int, int]) -> int:
-        """The real state a symbolic one stands for, with the counts ``shared`` shifted (see there)."""
+        """The real state a symbolic one stands for, with the counts ``shared`` shifted (see there).
+
+        Only the loops of ``bases`` hold symbolic counts: a member set's value (its seen bits, then
+        its count) passes ``FREE`` once the set has 40 items, and stays what it is.
+        """
         members = frozenset(
-            (q, tuple(bases[loop] + c - FREE if c >= FREE else c for loop, c in zip(self.nfa.loop_scope(q), counters)))
+            (q, tuple(bases[loop] + c - FREE if loop in bases and c >= FREE else c
+                      for loop, c in zip(self.nfa.loop_scope(q), counters)))
             for q, counters in self.sets[state]
         )  # fmt: skip
         with self._lock:
