@@ -30,7 +30,7 @@ import numpy as np
 from decimal import Decimal
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NoReturn
 from urllib.parse import urldefrag
 
 from ..errors import ConstrainError, LimitExceededError, PatternError
@@ -214,11 +214,12 @@ def load_schema(schema: Any) -> dict[str, Any] | bool:
             raise SchemaError(f"schema text is not JSON: {exc}") from None
         return load_schema(loaded) if isinstance(loaded, (dict, bool)) else _not_a_schema(loaded)
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-        return schema.model_json_schema()
+        generated: dict[str, Any] = schema.model_json_schema()
+        return generated
     return _not_a_schema(schema)
 
 
-def _not_a_schema(value: Any) -> Any:
+def _not_a_schema(value: Any) -> NoReturn:
     raise SchemaError(f"a schema must be a dict, bool, JSON text or Pydantic model, not {type(value).__name__}")
 
 
@@ -615,7 +616,7 @@ class _Walker:
             own["prefixItems"] = own.pop("items")
             if "additionalItems" in own:
                 own["items"] = own.pop("additionalItems")
-        cases = [([], _Footprint(
+        cases: list[tuple[list[Any], _Footprint]] = [([], _Footprint(
             names=frozenset(own.get("properties") or {}),
             patterns=tuple(own.get("patternProperties") or {}),
             all_properties="additionalProperties" in own or "unevaluatedProperties" in own,
@@ -748,7 +749,7 @@ class _Walker:
         rest = self.node(schema or True, pointer)
         side = self.unordered()
         yes = Intersect((rest, side.node(test, f"{pointer}/if"), side.node(then, f"{pointer}/then")))
-        no = Intersect((rest, side.node(otherwise, f"{pointer}/else")))
+        no: Node = Intersect((rest, side.node(otherwise, f"{pointer}/else")))
         if not self.over:
             excluded = self.superset().node(test, f"{pointer}/if")
             no = Difference(no, (excluded,)) if excluded != NOTHING else no
@@ -932,6 +933,7 @@ class _Walker:
         if isinstance(value, dict):
             items = tuple(seq(literal(json.dumps(k, ensure_ascii=False)), self.colon, self.literal_value(v))
                           for k, v in value.items())  # fmt: skip
+            body: Node
             if (self.any_order and len(items) > 1) or (self.over and items):
                 body = MemberSet(items, tuple(range(len(items))), self.sep, repeats=self.repeated_keys(list(value)))
             else:
@@ -1706,6 +1708,8 @@ def _decimal_step(step: Any, pointer: str = "") -> tuple[int, int]:
         raise SchemaError(f"multipleOf at {pointer or '#'} must be a number greater than 0, not {step!r}")
     exact = (Decimal(repr(step)) if isinstance(step, float) else Decimal(step)).normalize()
     sign, digit_tuple, exponent = exact.as_tuple()
+    if not isinstance(exponent, int):  # NaN and infinities were refused above
+        raise SchemaError(f"multipleOf at {pointer or '#'} must be a finite number, not {step!r}")
     digits = int("".join(map(str, digit_tuple)))
     if exponent >= 0:
         return digits * 10**exponent, 0

@@ -622,8 +622,8 @@ class ByteNFA(Shared):
                         node.ordered, node.extra is not None, tuple(i for i, _ in node.repeats))  # fmt: skip
         self._loops[hub] = (choose, hub, base, top)
         self.ops[push] = ("set_push", 0, None)
-        self.ops[hub] = ("set_hub", 0, None, spec)  # type: ignore[assignment]
-        self.ops[choose] = ("set_choose", 0, None, spec)  # type: ignore[assignment]
+        self.ops[hub] = ("set_hub", 0, None, spec)
+        self.ops[choose] = ("set_choose", 0, None, spec)
         self.ops[pop] = ("pop", 0, None)
         self.epsilon[push].append(hub)
         self.epsilon[hub] += [sep_entry, choose, pop]
@@ -631,7 +631,7 @@ class ByteNFA(Shared):
         for i, (start, end) in enumerate(items + extra + repeats):
             self.epsilon[choose].append(start)
             mark = self._state()
-            self.ops[mark] = ("set_mark", i, None, spec)  # type: ignore[assignment]
+            self.ops[mark] = ("set_mark", i, None, spec)
             self.epsilon[end].append(mark)
             self.epsilon[mark].append(hub)
         self.epsilon[pop].append(exit_)
@@ -859,7 +859,7 @@ class _SetSpec:
         return out
 
 
-def _member_set(op: tuple, targets: list[int], counters: tuple[int, ...]) -> list[VirtualState]:
+def _member_set(op: tuple[Any, ...], targets: list[int], counters: tuple[int, ...]) -> list[VirtualState]:
     """The epsilon successors of an unordered member set's states (see ``ByteNFA._member_set``)."""
     kind, spec = op[0], op[3]
     value = counters[-1]
@@ -880,7 +880,7 @@ def _member_set(op: tuple, targets: list[int], counters: tuple[int, ...]) -> lis
     return [(targets[0], counters[:-1] + (seen | count << spec.width,))]
 
 
-def _apply(op: tuple, targets: list[int], counters: tuple[int, ...]) -> list[VirtualState]:
+def _apply(op: tuple[Any, ...], targets: list[int], counters: tuple[int, ...]) -> list[VirtualState]:
     """The epsilon successors of a counter state (see ``ByteNFA._counted``)."""
     kind, low, high = op[:3]
     if kind.startswith("set_") and kind != "set_push":
@@ -947,7 +947,8 @@ class LazyDFA(Shared):
         """Successors of ``state`` on each of the 256 bytes (expanding it first if needed)."""
         if not self.expanded[state]:
             self.expand([state])
-        return self.table[state]
+        row: NDArray[np.int32] = self.table[state]
+        return row
 
     def matches(self, data: bytes) -> bool:
         """Whether the automaton accepts ``data`` in full (used to filter ``enum`` values)."""
