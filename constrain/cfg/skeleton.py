@@ -9,7 +9,7 @@ holds the two pieces of that which do not depend on the source language.
 from __future__ import annotations
 
 from ..regex.tree import (
-    Alt, CharSet, Concat, Difference, Intersect, Literals, Members, MemberSet, Nested, Node, Repeat, RuleRef,
+    Alt, CharSet, Concat, Difference, Intersect, Length, Literals, Members, MemberSet, Nested, Node, Repeat, RuleRef, Tick,
 )
 
 __all__ = ["has_rule_ref", "lark_repeat", "nullable"]
@@ -35,6 +35,8 @@ def has_rule_ref(node: Node) -> bool:
         return has_rule_ref(node.base) or any(has_rule_ref(m) for m in node.minus)
     if isinstance(node, Nested):
         return has_rule_ref(node.level)
+    if isinstance(node, Length):
+        return has_rule_ref(node.node)
     return False
 
 
@@ -63,4 +65,6 @@ def nullable(node: Node) -> bool:
         return node.low == 0 or nullable(node.node)
     if isinstance(node, Members):
         return not any(required for _, required in node.items)
-    return False
+    if isinstance(node, Length):
+        return node.low == 0 and nullable(node.node)
+    return isinstance(node, Tick)

@@ -39,7 +39,7 @@ from ..regex.automaton import ByteNFA, LazyDFA, Limits
 from ..regex.nested import HOLE
 from ..regex.parse import parse_regex
 from ..regex.tree import (
-    EMPTY, NOTHING, CharSet, Difference, Intersect, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat, RuleRef, alt, literal, optional,
+    EMPTY, NOTHING, CharSet, Difference, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat, RuleRef, Tick, alt, literal, optional,
     render, seq,
 )  # fmt: skip
 from .refs import References, UnresolvedReference
@@ -1101,15 +1101,21 @@ class _Walker:
             fmt = None
         if high is not None and low > high:
             return NOTHING  # contradictory bounds: no string at all (not a guide that ignores one)
+        if pattern is not None and fmt is None and (low or high is not None) and low <= 1:
+            content = self.string_pattern(pattern, f"{pointer}/pattern")
+            counted = _ticked(content)
+            if counted is not None:  # the count beside the pattern's own counters, not a product
+                product = Intersect((Repeat(_ANY_CHAR, low, high), content))
+                return seq(literal('"'), Length(counted, low, high, product), literal('"'))
         parts: list[Node] = []
         if low or high is not None:
-            parts.append(Repeat(_fragment(STRING_CHAR), low, high))
+            parts.append(Repeat(_ANY_CHAR, low, high))
         if fmt is not None:
             parts.append(_fragment(FORMATS[fmt]))
         if pattern is not None:
             parts.append(self.string_pattern(pattern, f"{pointer}/pattern"))
         # Several constraints on one string: the intersection of their languages (exact).
-        body = Repeat(_fragment(STRING_CHAR), 0, None) if not parts else parts[0] if len(parts) == 1 else (
+        body = Repeat(_ANY_CHAR, 0, None) if not parts else parts[0] if len(parts) == 1 else (
             Intersect(tuple(parts)))
         return seq(literal('"'), body, literal('"'))
 
@@ -1122,7 +1128,7 @@ class _Walker:
         """
         if not isinstance(pattern, str):
             raise SchemaError(f"pattern at {pointer} must be a string")
-        anything = Repeat(_fragment(STRING_CHAR), 0, None)
+        anything = Repeat(_ANY_CHAR, 0, None)
         options = []
         for starts, body, ends in _anchored_alternatives(pattern):
             looks = []
@@ -1863,6 +1869,41 @@ def _json_escaped(tree: Node) -> Node:
 _SPECIAL = frozenset([0x22, 0x5C, *range(0x20)])
 
 
+def _ticked(content: Node) -> Node | None:
+    """A pattern's string content with a ``Tick`` after each character, for ``Length``; None
+    where that would not be exact.
+
+    The content is what ``string_pattern`` builds: characters (``_json_escaped``'s sets,
+    literals spelled as JSON) and ``_ANY_CHAR`` for the unanchored sides. A lookaround
+    makes a product, whose inside no tick reaches.
+    """
+    from ..regex.tree import Alt, Concat
+
+    if content is _ANY_CHAR:
+        return seq(content, Tick(1))
+    if isinstance(content, CharSet):  # one raw character (quotes, backslashes and controls are literals)
+        return seq(content, Tick(1)) if content.ranges else content
+    if isinstance(content, Literals):
+        by_units: dict[int, list[bytes]] = {}
+        for option in content.options:
+            try:
+                units = len(json.loads(b'"' + option + b'"'))
+            except ValueError:
+                return None  # not whole JSON string characters
+            by_units.setdefault(units, []).append(option)
+        return alt(*(seq(Literals(tuple(options)), Tick(units)) if units else Literals(tuple(options))
+                     for units, options in by_units.items()))  # fmt: skip
+    if isinstance(content, (Concat, Alt)):
+        parts = [_ticked(p) for p in (content.parts if isinstance(content, Concat) else content.options)]
+        if any(p is None for p in parts):
+            return None
+        return seq(*parts) if isinstance(content, Concat) else alt(*parts)  # type: ignore[arg-type]
+    if isinstance(content, Repeat) and content.separator is None:
+        inner = _ticked(content.node)
+        return None if inner is None else Repeat(inner, content.low, content.high)
+    return None
+
+
 def _escape_char(code: int) -> Node:
     return literal(json.dumps(chr(code))[1:-1])
 
@@ -1872,6 +1913,8 @@ def _canonical_unit(char: str) -> str:
     return json.dumps(char, ensure_ascii=False)[1:-1]
 
 
+#: One character of a JSON string, any spelling (``STRING_CHAR``), parsed once.
+_ANY_CHAR = _fragment(STRING_CHAR)
 _RAW = CharSet(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)))
 _ESCAPED = tuple(_canonical_unit(chr(c)).encode() for c in [0x22, 0x5C, *range(0x20)])
 #: One character of a JSON string in its canonical spelling, and any run of them.

@@ -17,6 +17,7 @@ state, ``DEAD``).
 from __future__ import annotations
 
 import bisect
+import heapq
 import threading
 import time
 from collections import deque
@@ -31,7 +32,10 @@ from ..core.sharing import Shared
 from ..errors import LimitExceededError
 from .algebra import DEAD, Automaton, ProductDFA, visit_deadline
 from .nested import NestedDFA
-from .tree import Alt, CharSet, Concat, Difference, Intersect, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat
+from .tree import (
+    Alt, CharSet, Concat, Difference, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat,
+    Tick,
+)
 from .utf8 import add_utf8_trie, byte_runs, clip_to_runs
 
 __all__ = ["DEAD", "Limits", "ByteNFA", "LazyDFA"]
@@ -128,6 +132,11 @@ class ByteNFA(Shared):
         self.deferred: dict[int, Node] = {}
         self._fragments: list[tuple[int, int, int]] = []
         self._sizes: dict[int, int] = {}
+        #: State inside a bounded ``Length`` body → (its marker loop, fewest characters from there to
+        #: the body's end); marker → the most of those (see ``_length``).
+        self.lengths: dict[int, tuple[int, int]] = {}
+        self._slack: dict[int, int] = {}
+        self._eager = 0  # inside a Length body: no part is deferred (its pruning reads the whole body)
         self._nonempty_memo: dict[int, bool] = {}
         self._lock = threading.RLock()
         self._tree = tree  # keeps every node alive, so the caches keyed by node identity stay right
@@ -139,6 +148,7 @@ class ByteNFA(Shared):
             _nests(node, nests) for node in self.deferred.values()
         )
         self._scopes: dict[int, tuple[int, ...]] = {}
+        self._length_slots: dict[int, int] = {}
         self._strides: dict[int, tuple[int, int, int] | None] = {}
 
     def __len__(self) -> int:
@@ -203,7 +213,9 @@ class ByteNFA(Shared):
             return self._strides[loop]
         kind, low, high = self.ops[loop][:3]
         result: tuple[int, int, int] | None = None
-        if high is not None and kind in ("loop", "loop_sep"):
+        if kind == "length" and high is not None:  # one tick per character, each at least one byte
+            result = (low, high - self._slack[loop], 1)
+        elif high is not None and kind in ("loop", "loop_sep"):
             step = self._shortest_body(loop)
             if step > 0:  # a separated loop also tells count 0 (no separator yet) apart
                 result = (max(low, 1) if kind == "loop_sep" else low, high, step)
@@ -260,7 +272,7 @@ class ByteNFA(Shared):
         fragment) is copied from its first build instead of rebuilt: its states are
         contiguous, so the copy is a re-based slice of the edge lists.
         """
-        if defer and self._estimate(node) >= _DEFER_STATES and self._nonempty(node):
+        if defer and not self._eager and self._estimate(node) >= _DEFER_STATES and self._nonempty(node):
             entry, exit_ = self._state(), self._state()
             self._stubs[entry] = self.deferred[entry] = node
             return entry, exit_
@@ -291,6 +303,11 @@ class ByteNFA(Shared):
                 self._loops[q + offset] = tuple(x + offset for x in self._loops[q])  # type: ignore[assignment]
             if q in self.embedded:
                 self.embedded[q + offset] = self.embedded[q]
+            if q in self.lengths:
+                marker, fewest = self.lengths[q]
+                self.lengths[q + offset] = (marker + offset, fewest)
+            if q in self._slack:
+                self._slack[q + offset] = self._slack[q]
             if q in self._stubs:  # built there or not, the copy starts unbuilt: its link left the slice
                 self._stubs[q + offset] = self.deferred[q + offset] = self._stubs[q]
         return entry + offset, exit_ + offset
@@ -324,6 +341,10 @@ class ByteNFA(Shared):
             size += sum(self._estimate(again) + 1 for _, again in node.repeats)
         elif isinstance(node, Multiple):
             size = 4 + node.step * (node.scale + 2)
+        elif isinstance(node, Length):
+            size = self._estimate(node.node) + 5
+        elif isinstance(node, Tick):
+            size = 1
         else:  # Nested, Intersect, Difference: one embedded state
             size = 3
         self._sizes[id(node)] = size
@@ -364,7 +385,9 @@ class ByteNFA(Shared):
             )  # fmt: skip
         elif isinstance(node, Multiple):
             result = bool(self._alphabet[0x30])  # "0" is a multiple of everything
-        else:  # a product or a nested level: unsure
+        elif isinstance(node, Tick):
+            result = True
+        else:  # a product, a nested level, a counted length (its bounds may exclude everything): unsure
             result = False
         self._nonempty_memo[id(node)] = result
         return result
@@ -390,6 +413,12 @@ class ByteNFA(Shared):
             return entry, exit_
         if isinstance(node, Repeat):
             return self._repeat(node)
+        if isinstance(node, Length):
+            return self._length(node)
+        if isinstance(node, Tick):
+            tick = self._state()
+            self.ops[tick] = ("tick", node.units, None)
+            return tick, tick
         if isinstance(node, Members):
             return self._members(node)
         if isinstance(node, MemberSet):
@@ -470,6 +499,97 @@ class ByteNFA(Shared):
             current = end
         self.epsilon[current].append(exit_)
         return entry, exit_
+
+    def _length(self, node: Length) -> tuple[int, int]:
+        """The body once, with one counter for the characters its ``Tick`` states count (see ``Length``).
+
+        ``push`` starts the count, each tick adds its characters (a walk past ``high``
+        dies there), and the end passes once the count reaches ``low``. For a bound
+        above, each body state also keeps the fewest characters from it to the end
+        (``_fewest_ticks``): a walk whose count plus that exceeds ``high`` can never
+        finish, so the closure drops it at once instead of handing out a dead end.
+        ``free_range`` then knows how far a count may be from ``high`` for any state
+        to live: the most of those fewest counts (``_slack``) below it. A counted repeat
+        inside that must reach a lower bound makes the fewest depend on its count too:
+        then the product (``Length.product``) is built instead, and the body left unreachable.
+        """
+        base = len(self.edges)
+        self._eager += 1
+        try:
+            entry, end = self._build(node.node)
+        finally:
+            self._eager -= 1
+        top = len(self.edges)
+        if any(base <= loop < top and self.ops[loop][0] in ("loop", "loop_sep") and self.ops[loop][1]
+               for loop in self._loops):  # fmt: skip
+            return self._build(node.product)  # a counter that must reach its low: the fewest would depend on it
+        push, marker, check, pop, exit_ = (self._state() for _ in range(5))
+        self._loops[marker] = (entry, end, base, top)  # only a scope: no edge leads to the marker
+        self.ops[push] = ("push", node.low, node.high)
+        self.ops[marker] = ("length", node.low, node.high)
+        self.ops[check] = ("length_end", node.low, node.high)
+        self.ops[pop] = ("pop", node.low, node.high)
+        self.epsilon[push].append(entry)
+        self.epsilon[end].append(check)
+        self.epsilon[check].append(pop)
+        self.epsilon[pop].append(exit_)
+        if node.high is not None:
+            fewest = self._fewest_ticks(base, top, end)
+            for q, ticks in fewest.items():
+                self.lengths[q] = (marker, ticks)
+            self._slack[marker] = max(fewest.values(), default=0)
+        return push, exit_
+
+    def _fewest_ticks(self, base: int, top: int, end: int) -> dict[int, int]:
+        """Fewest characters counted on a way from each state of ``[base, top)`` to ``end``
+        (Dijkstra backwards; the guards of inner counted loops are ignored, which is exact
+        when each of them may stop at any count: ``Length``'s condition)."""
+        reverse: dict[int, list[int]] = {}
+        for q in range(base, top):
+            for t in [t for _, _, t in self.edges[q]] + self.epsilon[q]:
+                if base <= t < top or t == end:
+                    reverse.setdefault(t, []).append(q)
+        fewest = {end: 0}
+        heap = [(0, end)]
+        while heap:
+            ticks, t = heapq.heappop(heap)
+            if ticks > fewest.get(t, ticks):
+                continue
+            for q in reverse.get(t, ()):
+                op = self.ops.get(q)
+                cost = ticks + (op[1] if op is not None and op[0] == "tick" else 0)
+                if cost < fewest.get(q, cost + 1):
+                    fewest[q] = cost
+                    heapq.heappush(heap, (cost, q))
+        return {q: ticks for q, ticks in fewest.items() if base <= q < top}
+
+    def length_slot(self, q: int) -> int:
+        """Where the count of the innermost ``Length`` around ``q`` sits in its counter stack."""
+        slot = self._length_slots.get(q)
+        if slot is None:
+            scope = self.loop_scope(q)
+            slot = max(i for i, loop in enumerate(scope) if self.ops[loop][0] == "length")
+            self._length_slots[q] = slot
+        return slot
+
+    def tick(self, q: int, counters: tuple[int, ...]) -> list[VirtualState]:
+        """The successors of tick state ``q``: its characters counted, or none past ``high``."""
+        slot = self.length_slot(q)
+        _, low, high = self.ops[self.loop_scope(q)[slot]][:3]
+        count = counters[slot] + self.ops[q][1]
+        if count - self.ops[q][1] < FREE:  # symbolic counts stay inside the free range (``shared``)
+            if high is None:
+                count = min(count, max(low, 1))  # past low, more characters change nothing
+            elif count > high:
+                return []
+        counted = counters[:slot] + (count,) + counters[slot + 1 :]
+        return [(t, counted) for t in self.epsilon[q]]
+
+    def doomed(self, q: int, counters: tuple[int, ...]) -> bool:
+        """Whether a walk at ``q`` has too few characters left in its ``Length`` to reach the end."""
+        marker, fewest = self.lengths[q]
+        count = counters[self.length_slot(q)]
+        return count < FREE and count + fewest > self.ops[marker][2]
 
     def _separated(self, node: Repeat) -> tuple[int, int]:
         """Items with a separator between them, the item built once (see ``Repeat``).
@@ -714,7 +834,7 @@ class ByteNFA(Shared):
         """Counted loops (from state ``first`` on) with low > 0 whose body matches nothing (inner loops first)."""
         blocked: set[int] = set()
         for loop, (entry, end, base, top) in self._loops.items():  # built inner-first
-            if self.ops[loop][1] == 0 or base < first:
+            if self.ops[loop][0] not in ("loop", "loop_sep") or self.ops[loop][1] == 0 or base < first:
                 continue
             seen, stack = {entry}, [entry]
             while stack and end not in seen:
@@ -779,7 +899,7 @@ def _charset_shape(ranges: tuple[tuple[int, int], ...], alphabet: bytes) -> tupl
 
 #: A repeat whose copies would exceed this many NFA states uses a counter instead.
 _COPY_BUDGET = 256
-_NODE_TYPES = (Alt, CharSet, Concat, Difference, Intersect, Literals, Members, MemberSet, Multiple, Nested, Repeat)
+_NODE_TYPES = (Alt, CharSet, Concat, Difference, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Repeat)
 #: Estimated NFA states from which a part is built on first visit (see ``ByteNFA``).
 _DEFER_STATES = 1024
 #: Sorts after every fragment that starts at the same state (``ByteNFA.loop_scope``).
@@ -893,6 +1013,8 @@ def _apply(op: tuple[Any, ...], targets: list[int], counters: tuple[int, ...]) -
         return [(targets[0], counters + (low,))]
     if kind == "pop":
         return [(targets[0], counters[:-1])]
+    if kind == "length_end":  # a symbolic count lies past low
+        return [(targets[0], counters)] if counters[-1] >= low else []
     count = counters[-1]
     if kind == "next":  # without an upper bound, counting past max(low, 1) changes nothing
         count = count + 1 if high is not None else min(count + 1, max(low, 1))
@@ -1089,7 +1211,7 @@ class LazyDFA(Shared):
             q, counters = stack.pop()
             if q in nfa.deferred:
                 nfa.build_deferred(q)
-            if not nfa.live[q]:
+            if not nfa.live[q] or (q in nfa.lengths and nfa.doomed(q, counters)):
                 continue
             embedded = nfa.embedded.get(q)
             if nfa.edges[q] or q == nfa.accept or embedded is not None:
@@ -1099,6 +1221,8 @@ class LazyDFA(Shared):
                 nexts = [(nfa.epsilon[q][0], counters[:-1])] if embedded.is_final(counters[-1]) else []
             elif op is None:
                 nexts = [(t, counters) for t in nfa.epsilon[q]]
+            elif op[0] == "tick":
+                nexts = nfa.tick(q, counters)
             else:
                 nexts = _apply(op, nfa.epsilon[q], counters)
             for virtual in nexts:

@@ -38,6 +38,8 @@ __all__ = ["TokenIndex", "Row"]
 #: Tokens up to this many bytes share rows across repeat counts (see ``LazyDFA.shared``);
 #: 99% of the tokens of the vocabularies seen are this short. Longer ones are walked per state.
 SHARED_REACH = 16
+#: Where a row's targets from a second stand-in start (see ``Row``): past any state count.
+SECOND = 1 << 30
 
 _NO_TOKENS = np.zeros(0, dtype=np.int32)
 
@@ -49,17 +51,21 @@ class Row:
     successors and translates one only when a token is taken: a mask needs the ids
     alone, and a step takes one token, so translating all of a row's successors
     up front (dozens of state sets to build) would be wasted work. ``targets`` below
-    ``DEAD`` are states of the row's own, stored as ``-(state + 2)``.
+    ``DEAD`` are states of the row's own, stored as ``-(state + 2)``; those from
+    ``SECOND`` on are a second stand-in's (the long tokens', see ``_build_row``),
+    translated by ``translate_second``.
     """
 
-    __slots__ = ("token_ids", "targets", "_translate", "_translated")
+    __slots__ = ("token_ids", "targets", "_translate", "_translate_second", "_translated")
 
     def __init__(
-        self, token_ids: NDArray[np.int32], targets: NDArray[np.int32], translate: Callable[[int], int] | None = None
+        self, token_ids: NDArray[np.int32], targets: NDArray[np.int32], translate: Callable[[int], int] | None = None,
+        translate_second: Callable[[int], int] | None = None,
     ) -> None:
         self.token_ids = token_ids
         self.targets = targets
         self._translate = translate
+        self._translate_second = translate_second
         self._translated: dict[int, int] = {}
 
     def successor(self, position: int) -> int:
@@ -71,7 +77,11 @@ class Row:
             return -target - 2
         real = self._translated.get(target)
         if real is None:
-            real = self._translated[target] = self._translate(target)
+            if target >= SECOND and self._translate_second is not None:
+                real = self._translate_second(target - SECOND)
+            else:
+                real = self._translate(target)
+            self._translated[target] = real
         return real
 
     @property
@@ -141,25 +151,40 @@ class TokenIndex(Shared):
 
     def _build_row(self, state: int) -> Row:
         # Share a row over every token when the counts stay free for the longest one;
-        # otherwise over the short tokens only, and walk the few long ones for real.
-        for trie, reach, rest in ((self._trie, self._longest, None), (self._short, SHARED_REACH, self._long)):
-            shared = self.dfa.shared(state, reach)
-            if shared is not None:
-                break
-        else:
+        # otherwise over the short tokens only, and walk the few long ones for real. The
+        # short tokens win too where they free more counts: a count left concrete makes one
+        # stand-in, and one whole-vocabulary walk, per value it takes (a string's length
+        # shared but its word count not: 49 stand-ins, each reaching thousands of states).
+        whole = self.dfa.shared(state, self._longest)
+        short = self.dfa.shared(state, SHARED_REACH)
+        if short is None:
             return self._walk_row(state, self._trie)
-        stand_in, bases = shared
+        if whole is not None and len(whole[1]) == len(short[1]):
+            trie, reach, rest, (stand_in, bases) = self._trie, self._longest, None, whole
+        else:
+            trie, reach, rest, (stand_in, bases) = self._short, SHARED_REACH, self._long, short
         row = self._shared_rows.get((stand_in, reach))
         if row is None:
             row = self._shared_rows[(stand_in, reach)] = self._walk_row(stand_in, trie)
             self._entries += len(row.token_ids)
         token_ids, targets = row.token_ids, row.targets
+        second: Callable[[int], int] | None = None
         if rest is not None and rest.levels:
-            long = self._walk_row(state, rest)
+            if whole is not None:  # the long tokens share the counts they can through a stand-in of their own
+                long_in, long_bases = whole
+                long = self._shared_rows.get((long_in, -1))
+                if long is None:
+                    long = self._shared_rows[(long_in, -1)] = self._walk_row(long_in, rest)
+                    self._entries += len(long.token_ids)
+                moved = np.where(long.targets >= 0, long.targets + SECOND, long.targets)
+                second = lambda target: self.dfa.concrete(target, long_bases)  # noqa: E731
+            else:
+                long = self._walk_row(state, rest)
+                moved = -long.targets - 2
             at = np.searchsorted(token_ids, long.token_ids)
             token_ids = np.insert(token_ids, at, long.token_ids)
-            targets = np.insert(targets, at, -long.targets - 2)
-        return Row(token_ids, targets, lambda target: self.dfa.concrete(target, bases))
+            targets = np.insert(targets, at, moved)
+        return Row(token_ids, targets, lambda target: self.dfa.concrete(target, bases), second)
 
     def _walk_row(self, state: int, trie: TokenTrie) -> Row:
         """Every token of ``trie`` from ``state``: split by byte classes where the state is wide."""

@@ -10,12 +10,12 @@ nowhere needed: character sets are rendered as explicit ranges).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 from .utf8 import complement_ranges
 
 __all__ = [
-    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Intersect", "Difference", "MemberSet", "Multiple", "Nested", "Node",
+    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Intersect", "Difference", "MemberSet", "Multiple", "Nested", "Length", "Tick", "Node",
     "EMPTY", "NOTHING", "literal", "seq", "alt", "optional", "render",
 ]  # fmt: skip
 
@@ -26,6 +26,8 @@ class _Composite:
     exponential in the depth. Each node computes its hash once and keeps it."""
 
     __slots__ = ()
+    if TYPE_CHECKING:  # every subclass is a dataclass
+        __dataclass_fields__: ClassVar[dict[str, Any]]
 
     def cached_hash(self) -> int:
         cached = self.__dict__.get("_hash")
@@ -161,10 +163,41 @@ class Difference(_Composite):
     minus: tuple["Node", ...]
 
 
-Node = Union[CharSet, Concat, Alt, Repeat, Literals, Members, MemberSet, Multiple, Nested, RuleRef, Intersect, Difference]
+@dataclass(frozen=True)
+class Length(_Composite):
+    """Text of ``node`` holding ``low`` to ``high`` (None: any number of) characters, counted by the
+    :class:`Tick` marks inside it (``pattern`` with ``maxLength``).
 
-for _cls in (Concat, Alt, Repeat, Members, MemberSet, Nested, Intersect, Difference):
-    _cls.__hash__ = _Composite.cached_hash  # type: ignore[method-assign]  # dataclass put its own there
+    The intersection with a character count says the same, but as a product of two
+    automata each of its states is a new pair, so a token index can share no row
+    between the 17th and the 18th character. Here the count is one counter beside the
+    pattern's own, and counts far from the bounds share their rows. The builder
+    (``ByteNFA._length``) prunes positions whose shortest way out needs more characters
+    than are left, so no walk is stuck at the bound. That is exact when ``low`` is at most 1
+    and every counted repeat inside may stop at any count; where one may not (``x{3,300}``),
+    the builder builds ``product`` instead, the same language as an intersection.
+    """
+
+    node: "Node"
+    low: int
+    high: int | None
+    product: "Node"
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Count ``units`` more characters for the innermost :class:`Length` around it; matches nothing itself."""
+
+    units: int
+
+
+Node = Union[
+    CharSet, Concat, Alt, Repeat, Literals, Members, MemberSet, Multiple, Nested, RuleRef, Intersect, Difference,
+    Length, Tick,
+]
+
+for _cls in (Concat, Alt, Repeat, Members, MemberSet, Nested, Intersect, Difference, Length):
+    setattr(_cls, "__hash__", _Composite.cached_hash)  # dataclass put its own there
 
 #: The empty string, and the empty language.
 EMPTY: Node = Concat(())
@@ -237,9 +270,11 @@ def render(node: Node) -> str:
         return _render_members(node)
     if isinstance(node, RuleRef):
         raise TypeError(f"rule {node.name!r} is recursive: no regex can express it")
-    if isinstance(node, (Intersect, Difference, MemberSet, Multiple, Nested)):
-        raise TypeError("an intersection, a difference, an unordered member set or a value nested without "
-                        "bound has no Python regex text; the automaton builds it")
+    if isinstance(node, Tick):
+        return ""
+    if isinstance(node, (Intersect, Difference, MemberSet, Multiple, Nested, Length)):
+        raise TypeError("an intersection, a difference, a counted length, an unordered member set or a value "
+                        "nested without bound has no Python regex text; the automaton builds it")
     raise TypeError(f"unknown regex node {node!r}")
 
 
