@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     exp = commands.add_parser("explain", help="show the debugging stages of a constraint")
     _constraint_arguments(exp)
     exp.add_argument("--text", help="log how this text is tokenized and walked through the guide")
-    exp.add_argument("--dot", type=Path, help="write the byte DFA as Graphviz DOT (and .png if `dot` exists)")
+    exp.add_argument("--dot", type=Path,
+                     help="write the byte DFA (a grammar's: its lexer DFA) as Graphviz DOT (and .png if `dot` exists)")
     exp.add_argument("--max-states", type=int, default=500, help="DFA states to explore and draw at most")
 
     args = parser.parse_args(argv)
@@ -111,15 +112,16 @@ def _read(path: Path) -> str:
         raise ConstrainError(f"cannot read {path}: {exc}") from None
 
 
-def _import_class(spec: str) -> type:
+def _import_class(spec: str) -> object:
     module_name, _, name = spec.partition(":")
     if not name:
         raise ConstrainError(f"--model-class wants module:Class, got {spec!r}")
     sys.path.insert(0, os.getcwd())
     try:
-        return getattr(importlib.import_module(module_name), name)
+        found: object = getattr(importlib.import_module(module_name), name)
     except (ImportError, AttributeError) as exc:
         raise ConstrainError(f"cannot import {spec!r}: {exc}") from None
+    return found
 
 
 @contextmanager
@@ -134,17 +136,26 @@ def _step(what: str) -> Iterator[None]:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from . import models
     from .compiler import Compiler
-    from .models import converts_on_load, load_model
     from .sampling import stream
 
-    first = " (converting the offline model, once: about 20 s)" if converts_on_load(args.model) else ""
-    with _step(f"loading the model{first}"):
-        model, tokenizer = load_model(args.model)
+    # The constraint first: a bad one fails in a second, not after the model's load. The
+    # tokenizer and the config files give all a Compiler needs (logits width, EOS ids).
+    first = " (converting the offline model, once: about 20 s)" if models.converts_on_load(args.model) else ""
+    with _step(f"loading the tokenizer{first}"):
+        tokenizer = models.load_tokenizer(args.model)
+        config = models.load_model_config(args.model)
     with _step("compiling the constraint"):
-        width = model.get_output_embeddings().weight.shape[0]
-        compiler = Compiler(tokenizer, vocab_size=width, generation_config=model)
+        compiler = Compiler(tokenizer, vocab_size=config.vocab_size, generation_config=config.generation_config)
         guide = _guide(compiler, args)
+    with _step("loading the model"):
+        model, tokenizer = models.load_model(args.model, tokenizer=tokenizer)
+    if not _fits(compiler, config, model):  # a head wider than config.vocab_size, or other EOS ids
+        with _step("compiling the constraint again, for the loaded model's logits width and EOS ids"):
+            width = model.get_output_embeddings().weight.shape[0]
+            compiler = Compiler(tokenizer, vocab_size=width, generation_config=model)
+            guide = _guide(compiler, args)
     chunks = stream(
         model, tokenizer, _prompt(args), guide, compiler.vocabulary,
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
@@ -164,6 +175,23 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fits(compiler: Any, config: Any, model: Any) -> bool:
+    """Whether a compiler built from ``config`` (:func:`constrain.models.load_model_config`) fits the
+    loaded ``model``: the same logits width, and the same EOS ids declared by its generation config."""
+    width = int(model.get_output_embeddings().weight.shape[0])
+    return bool(
+        width == compiler.vocabulary.size
+        and _eos_ids(getattr(model, "generation_config", None)) == _eos_ids(config.generation_config)
+    )
+
+
+def _eos_ids(generation_config: Any) -> frozenset[int]:
+    value = getattr(generation_config, "eos_token_id", None)
+    if value is None:
+        return frozenset()
+    return frozenset([int(value)] if isinstance(value, int) else (int(v) for v in value))
+
+
 def _explain(args: argparse.Namespace) -> int:
     import shutil
     import subprocess
@@ -176,19 +204,10 @@ def _explain(args: argparse.Namespace) -> int:
         tokenizer = load_tokenizer(args.model)
     with _step("compiling the constraint"):
         guide = _guide(Compiler(tokenizer), args)
-    if guide.backend != "regex":  # the verdict works on both backends; the five stages are the regex one's
-        if args.text is None:
-            raise ConstrainError(f"this constraint compiled to the {guide.backend} backend: pass --text for a "
-                                 "verdict on a text (the five stages are the regex backend's; see docs/cfg.md)")  # fmt: skip
-        from .explain import judge
-
-        data = args.text.encode("utf-8")
-        verdict = judge(guide, data)
-        print("\n".join(["== verdict ==", *verdict.format(data)]))
-        return 0 if verdict.complete else 1
+    # A regex guide's five stages, or for a grammar guide (the cfg backend) their analogues.
     report = explain(guide, text=args.text, tokenizer=tokenizer, max_states=args.max_states)
     print(report.format())
-    if args.dot is not None:
+    if args.dot is not None:  # the byte DFA, or a grammar's lexer DFA
         args.dot.write_text(report.dot)
         print(f"\nDOT written to {args.dot}")
         if shutil.which("dot"):

@@ -7,6 +7,15 @@
 5. a per-token log of a text: each token's bytes, the state before and after, how
    many tokens were allowed, and at the first rejected token, why.
 
+A grammar guide (the CFG backend: Lark and GBNF grammars, recursive schemas, SQL) gets
+their analogues (:class:`GrammarExplanation`): 1. the grammar (the schema too, and the
+Lark skeleton it became), its rules and start rule; 2. the LALR parser: lark's parse
+table states and lexer contexts; 3. the lexer automaton: each terminal and its NFA
+states, and the lexer DFA (DOT of the part reachable from the start); 4. mask
+sparsity at the initial state and along the text; 5. the per-token log, with the
+parser stack before and after each token and, where one is rejected, the terminals
+the parser expected.
+
 Before the stages, a text gets a verdict in the constraint's own terms (:class:`Verdict`):
 where the text leaves the language (a byte offset, not a token), what could have come
 there instead, the shortest way to finish from there, and for a JSON Schema the keyword
@@ -19,15 +28,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, overload
 
 import numpy as np
 
-from .errors import ConfigurationError, TokenRejected
+from .errors import ConfigurationError, ConstrainError, TokenRejected
 from .regex.automaton import DEAD
 from .regex.guide import RegexGuide
 
-__all__ = ["Explanation", "Step", "Verdict", "explain", "judge", "dfa_to_dot"]
+if TYPE_CHECKING:
+    from .cfg.guide import CFGGuide, GrammarTables, TerminalInfo
+
+__all__ = [
+    "Explanation", "GrammarExplanation", "GrammarStep", "Step", "Verdict", "explain", "judge", "dfa_to_dot",
+]
 
 
 @dataclass(frozen=True)
@@ -121,30 +135,172 @@ class Explanation:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class GrammarStep:
+    """One token of a text walked through a grammar guide (stage 5 of :class:`GrammarExplanation`)."""
+
+    token_id: int
+    token: bytes | None
+    allowed: int  # tokens the mask allowed before it (EOS included where the text may end)
+    stack_before: tuple[int, ...]  # LALR states on the parser stack before it, bottom first
+    stack_after: tuple[int, ...] | None  # after it; None: rejected
+    rejected: str = ""  # why it was rejected (the TokenRejected message)
+    expected: tuple[str, ...] = ()  # where rejected: the terminals the parser would have taken next
+
+
+@dataclass
+class GrammarExplanation:
+    """The CFG analogues of the five stages, for a grammar guide (see the module docstring)."""
+
+    schema: Any  # a recursive schema as received, else None
+    grammar: str  # the Lark text the guide runs (for a recursive schema: its skeleton)
+    tables: "GrammarTables"
+    dot: str  # the lexer DFA from the initial lexer state, as Graphviz DOT
+    dot_states: int
+    dot_complete: bool
+    vocab_size: int
+    initial_allowed: int  # tokens allowed at the initial state
+    sparsity: list[int] = field(default_factory=list)  # allowed tokens at each state along the text
+    steps: list[GrammarStep] = field(default_factory=list)
+    final: bool | None = None
+    dropped: tuple[tuple[str, str], ...] = ()
+    text: bytes | None = None
+    verdict: Verdict | None = None
+
+    def format(self) -> str:
+        """A report for a person: the verdict on the text, then stage by stage."""
+        t = self.tables
+        lines: list[str] = []
+        if self.verdict is not None and self.text is not None:
+            lines += ["== verdict ==", *self.verdict.format(self.text), ""]
+        lines.append("== 1. grammar ==")
+        if self.schema is not None:
+            lines += ["a recursive schema, as received:", json.dumps(self.schema, indent=2)]
+            if self.dropped:
+                lines.append("dropped by lenient mode: " + ", ".join(f"{k} at {p}" for k, p in self.dropped))
+            lines.append("its recursive skeleton, as a Lark grammar (each <T…> terminal is a part of the "
+                         "schema without a recursive $ref, compiled by the regex backend):")  # fmt: skip
+        grammar = self.grammar.rstrip("\n")
+        if len(grammar) > 2000:
+            grammar = grammar[:2000] + f"… ({len(grammar)} chars)"
+        lines += [grammar, ""]
+        own = [r for r in t.rules if not r.startswith("__")]
+        more = f" (+{len(t.rules) - len(own)} lark made for repeats)" if len(own) < len(t.rules) else ""
+        named = f"grammar {t.label!r}, " if t.label != "grammar" else ""  # a bundled one
+        lines.append(f"{named}start rule {t.start!r}")
+        lines.append(f"{_count(len(t.rules), 'rule')}, {_count(t.productions, 'production')}: {_names(own)}{more}")
+        ignored = [x.name for x in t.terminals if x.ignored]
+        lines.append(_count(len(t.terminals), "terminal")
+                     + (f", ignored between lexemes: {', '.join(ignored)}" if ignored else ""))  # fmt: skip
+        lines += ["", "== 2. LALR parser =="]
+        lines.append(f"{t.parser_states} parser states (lark's LALR(1) table), {t.lexer_contexts} lexer contexts "
+                     "(the terminal sets lark's contextual lexer picks by parser state)")  # fmt: skip
+        lines.append(f"{t.stacks} parser stacks interned so far")
+        lines += ["", "== 3. lexer automaton =="]
+        more = "" if self.dot_complete else "+ (exploration stopped at the limit)"
+        lines.append(f"{_count(len(t.terminals), 'terminal')} in {t.nfa_states} NFA states; the lexer DFA has "
+                     f"{t.lexer_states} states built so far, {self.dot_states}{more} reachable from the "
+                     "initial lexer state (DOT with --dot FILE)")  # fmt: skip
+        width = max((len(x.name) for x in t.terminals), default=0)
+        for x in t.terminals:
+            note = "  (ignored)" if x.ignored else ""
+            lines.append(f"  {x.name:<{width}}  {_terminal(x):<44} {x.nfa_states:>6} NFA states{note}")
+        lines += ["", "== 4. mask sparsity =="]
+        v = self.vocab_size
+        share = 100 * self.initial_allowed / v
+        lines.append(f"initial state allows {self.initial_allowed} of {v} tokens ({share:.2f}%)")
+        if self.sparsity:
+            counts = np.array(self.sparsity)
+            lines.append(f"over the {len(counts)} states along the text: min {counts.min()}, "
+                         f"median {int(np.median(counts))}, max {counts.max()} allowed tokens")  # fmt: skip
+        if self.steps:
+            lines += ["", "== 5. transition log ==", "token id, its bytes, the parser stack (top LALR states) "
+                      "before → after, tokens allowed before it"]  # fmt: skip
+            for i, step in enumerate(self.steps):
+                after = "REJECTED" if step.stack_after is None else _stack(step.stack_after)
+                lines.append(f"{i:4d}  token {step.token_id:>7}  {step.token!r:<24} {_stack(step.stack_before)} → "
+                             f"{after}  ({step.allowed} allowed)")  # fmt: skip
+                if step.rejected:
+                    lines.append(f"      why: {step.rejected}")
+                if step.expected:
+                    lines.append(f"      the parser expected: {_expected(t.terminals, step.expected)}")
+            lines.append(f"final (may end here): {self.final}")
+        return "\n".join(lines)
+
+
+def _expected(terminals: Sequence["TerminalInfo"], names: Sequence[str], most: int = 12) -> str:
+    """Terminal names for a person, each literal one with its text (``RSQB ']'``)."""
+    literal = {x.name: x.pattern for x in terminals if x.kind == "string"}
+    shown = [f"{name} {literal[name]!r}" if name in literal else name for name in names]
+    return _names(shown, most)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _names(names: Sequence[str], most: int = 12) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f", … ({len(names) - most} more)" if len(names) > most else "")
+
+
+def _terminal(info: "TerminalInfo") -> str:
+    if info.kind == "automaton":
+        return "(an automaton of the regex backend)"
+    text = repr(info.pattern) if info.kind == "string" else f"/{_escape_controls(info.pattern)}/"
+    return text if len(text) <= 44 else text[:43] + "…"
+
+
+def _escape_controls(text: str) -> str:
+    """Control characters as escapes (a terminal's regex may hold them raw: tabs, newlines, NUL)."""
+    named = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+    return "".join(named.get(c, f"\\x{ord(c):02x}") if ord(c) < 0x20 or ord(c) == 0x7F else c for c in text)
+
+
+def _stack(states: tuple[int, ...]) -> str:
+    """A parser stack for a log line: its depth and top states."""
+    shown = " ".join(map(str, states[-3:]))
+    return f"[{'… ' if len(states) > 3 else ''}{shown}]"
+
+
+@overload
 def explain(
-    guide: RegexGuide,
+    guide: RegexGuide, *, text: str | None = None, token_ids: Sequence[int] | None = None,
+    tokenizer: Any = None, max_states: int = 500,
+) -> Explanation: ...
+@overload
+def explain(
+    guide: "CFGGuide", *, text: str | None = None, token_ids: Sequence[int] | None = None,
+    tokenizer: Any = None, max_states: int = 500,
+) -> GrammarExplanation: ...
+def explain(
+    guide: "RegexGuide | CFGGuide",
     *,
     text: str | None = None,
     token_ids: Sequence[int] | None = None,
     tokenizer: Any = None,
     max_states: int = 500,
-) -> Explanation:
-    """Collect the five stages for ``guide``; ``text`` needs the ``tokenizer`` that spells it."""
-    dfa, index, vocabulary = guide.index.dfa, guide.index, guide.vocabulary
-    explored = _explore(guide, max_states)
-    sparsity = [(s, int(len(index.row(s).token_ids) + (len(vocabulary.eos_token_ids) if dfa.is_final(s) else 0)))
-                for s in explored]  # fmt: skip
+) -> "Explanation | GrammarExplanation":
+    """Collect the five stages for ``guide`` (a grammar guide: their CFG analogues,
+    :class:`GrammarExplanation`); ``text`` needs the ``tokenizer`` that spells it."""
     if text is not None and token_ids is None:
         if tokenizer is None:
             raise ConfigurationError("explain(text=...) needs the tokenizer that spells the text: pass tokenizer=...")
         from .vocabulary import tokenize_continuation
 
         token_ids = tokenize_continuation(tokenizer, text)
-    steps, final = _log(guide, token_ids) if token_ids is not None else ([], None)
+    vocabulary = guide.vocabulary
     data = None
     if token_ids is not None:
         data = text.encode("utf-8") if text is not None else b"".join(
             vocabulary.token_bytes[i] or b"" for i in token_ids if i not in vocabulary.eos_token_ids)
+    if not isinstance(guide, RegexGuide):
+        return _explain_grammar(guide, token_ids, data, max_states)
+    dfa, index = guide.index.dfa, guide.index
+    explored = _explore(guide, max_states)
+    sparsity = [(s, int(len(index.row(s).token_ids) + (len(vocabulary.eos_token_ids) if dfa.is_final(s) else 0)))
+                for s in explored]  # fmt: skip
+    steps, final = _log(guide, token_ids) if token_ids is not None else ([], None)
     return Explanation(
         schema=guide.schema,
         regex=guide.regex,
@@ -161,9 +317,102 @@ def explain(
     )
 
 
-def judge(guide: Any, text: bytes) -> Verdict:
-    """The :class:`Verdict` on ``text``, walked byte by byte: through a regex guide's DFA, or a
-    grammar guide's lexer and parser (``feed_bytes``, one byte at a time)."""
+def _explain_grammar(
+    guide: "CFGGuide", token_ids: Sequence[int] | None, data: bytes | None, max_states: int
+) -> GrammarExplanation:
+    steps: list[GrammarStep] = []
+    final: bool | None = None
+    sparsity: list[int] = []
+    if token_ids is not None:
+        state = guide.initial_state
+        final = False
+        for token_id in token_ids:
+            allowed = int(guide.allowed_tokens(state).sum())
+            sparsity.append(allowed)
+            pieces = guide.vocabulary.token_bytes
+            piece = pieces[token_id] if 0 <= token_id < len(pieces) else None
+            before = guide.parser_stack(state)
+            try:
+                after = guide.advance(state, token_id)
+            except TokenRejected as exc:
+                steps.append(GrammarStep(token_id, piece, allowed, before, None, str(exc),
+                                         guide.expected_terminals(_furthest(guide, state, piece))))  # fmt: skip
+                break
+            steps.append(GrammarStep(token_id, piece, allowed, before, guide.parser_stack(after)))
+            state = after
+        else:
+            sparsity.append(int(guide.allowed_tokens(state).sum()))
+            final = guide.is_final(state)
+    initial_allowed = int(guide.allowed_tokens(guide.initial_state).sum())
+    dot, explored, complete = _lexer_dot(guide, max_states)
+    return GrammarExplanation(
+        schema=guide.schema,
+        grammar=guide.source,
+        tables=guide.tables(),  # after the walks above: the lazy parts' counts include them
+        dot=dot,
+        dot_states=explored,
+        dot_complete=complete,
+        vocab_size=guide.vocab_size,
+        initial_allowed=initial_allowed,
+        sparsity=sparsity,
+        steps=steps,
+        final=final,
+        dropped=guide.dropped,
+        text=data,
+        verdict=None if data is None else judge(guide, data),
+    )
+
+
+def _furthest(guide: "CFGGuide", state: Any, piece: bytes | None) -> Any:
+    """The state after the longest prefix of a rejected token's bytes the guide takes."""
+    for byte in piece or b"":
+        after = guide.feed_bytes(state, bytes((byte,)))
+        if after is None or not guide.viable(after):
+            break
+        state = after
+    return state
+
+
+def _lexer_dot(guide: "CFGGuide", max_states: int) -> tuple[str, int, bool]:
+    """Graphviz DOT of the lexer DFA from the initial lexer state (at most ``max_states``),
+    a state where a lexeme is matched labelled with its terminal; the count, and whether all."""
+    lexer, emits = guide.grammar.lexer, guide.grammar.emits
+    start = guide.initial_state[1]
+    order, seen = [start], {start}
+    rows: dict[int, list[int]] = {}
+    for q in order:
+        rows[q] = row = [lexer.step(q, byte) for byte in range(256)]
+        for successor in sorted(set(row)):
+            if successor != DEAD and successor not in seen and len(order) < max_states:
+                seen.add(successor)
+                order.append(successor)
+    complete = all(t == DEAD or t in seen for row in rows.values() for t in row)
+    lines = ["digraph lexer {", "  rankdir=LR;", "  node [shape=circle, fontsize=10];", "  start [shape=point];"]
+    lines.append(f"  start -> {start};")
+    for q in order:
+        emission = int(lexer.emit[q])
+        if emission >= 0:
+            lines.append(f'  {q} [shape=doublecircle, label="{q}\\n{emits.final_name[emission]}"];')
+        values = np.array(rows[q])
+        for target in sorted(set(rows[q])):
+            if target == DEAD:
+                continue
+            label = _byte_ranges(np.flatnonzero(values == target).tolist())
+            dest = target if target in seen else f'"{target}…"'
+            lines.append(f'  {q} -> {dest} [label="{label}"];')
+    lines.append("}")
+    return "\n".join(lines), len(order), complete
+
+
+def judge(guide: Any, text: bytes | str) -> Verdict:
+    """The :class:`Verdict` on ``text`` (a str is read as its UTF-8 bytes), walked byte by byte:
+    through a regex guide's DFA, or a grammar guide's lexer and parser (``feed_bytes``, one byte
+    at a time)."""
+    if isinstance(text, str):
+        text = text.encode("utf-8")
+    elif not isinstance(text, (bytes, bytearray)):
+        raise ConstrainError(f"judge takes the text as str or bytes, not {type(text).__name__}")
+    text = bytes(text)
     step, final, state = _byte_walker(guide)
     taken = 0
     for byte in text:
@@ -176,6 +425,10 @@ def judge(guide: Any, text: bytes) -> Verdict:
     allowed = _readable_ranges([b for b in range(256) if step(state, b) is not None])
     schema = getattr(guide, "schema", None)
     violations, note = _schema_verdict(schema, text) if schema is not None else ((), "")
+    if schema is None and getattr(guide, "backend", None) == "cfg":  # a grammar: in its own terms
+        expected = guide.expected_terminals(state)
+        if expected:
+            note = f"the parser expected there: {_expected(guide.tables().terminals, expected)}"
     return Verdict(text[:taken], False, allowed, _shortest_completion(step, final, state), violations, note)
 
 

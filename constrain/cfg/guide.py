@@ -21,25 +21,64 @@ the whole vocabulary at once (tests compare the two).
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..core.cache import BoundedCache
-from ..errors import InvalidStateError, TokenRejected
+from ..errors import InvalidStateError, LimitExceededError, TokenRejected
 from ..guide import bitmask_from_token_ids, check_bitmask, check_token
 from ..vocabulary import Vocabulary
 from .grammar import CompiledGrammar, Deadline
 from .index import MaskIndex
 from .lexer import DEAD
 
-__all__ = ["CFGGuide", "FINISHED", "State"]
+__all__ = ["CFGGuide", "FINISHED", "GrammarTables", "State", "TerminalInfo"]
 
 State = tuple[int, int, int, bytes]
 
 #: After EOS: final, and only EOS is allowed again.
 FINISHED: State = (-2, -1, -1, b"")
+
+
+@dataclass(frozen=True)
+class TerminalInfo:
+    """One terminal of a grammar guide's lexer (see :meth:`CFGGuide.tables`)."""
+
+    name: str
+    #: The text of a literal, lark's regex for a regex terminal, "" for an automaton-backed one.
+    pattern: str
+    #: "string" (a literal), "regex", or "automaton": a part of a recursive schema or a GBNF
+    #: grammar compiled by the regex backend, which lark only sees as the placeholder ``"<NAME>"``.
+    kind: str
+    #: Its states in the lexer's NFA (an automaton's: those visited so far, as they are built lazily).
+    nfa_states: int
+    #: ``%ignore``d: skipped between lexemes.
+    ignored: bool
+
+
+@dataclass(frozen=True)
+class GrammarTables:
+    """What a grammar guide was compiled to, for debugging (``constrain explain``).
+
+    The lexer DFA, the parser stacks and the vocabulary walks grow lazily while masks are
+    computed, so their counts are those built so far.
+    """
+
+    label: str
+    start: str  # the start rule
+    rules: tuple[str, ...]  # rule names in lark's order (lark's own, for EBNF repeats, begin with "__")
+    productions: int  # alternatives of all rules, as lark's LALR table reduces them
+    parser_states: int  # states of lark's LALR(1) parse table
+    lexer_contexts: int  # distinct terminal sets lark's contextual lexer picks by parser state
+    terminals: tuple[TerminalInfo, ...]  # in lark's order
+    nfa_states: int  # the terminals' NFA, all together
+    lexer_states: int  # the lexer DFA over all contexts, built so far
+    stacks: int  # interned parser stacks so far
+    index_entries: int  # tokens held by the cached vocabulary walks (``Limits.max_index_entries``)
 
 
 class CFGGuide:
@@ -248,6 +287,71 @@ class CFGGuide:
             self.index.root(q)
             built += self.index.nodes_built - before
         return built
+
+    # ------------------------------------------------------------------ introspection
+
+    def tables(self) -> GrammarTables:
+        """Counts and terminals of the compiled grammar (see :class:`GrammarTables`)."""
+        g = self.grammar
+        owned = Counter(g.nfa.owner)
+        terminals = []
+        for i, name in enumerate(g.names):
+            pattern = g.terminal_defs[name].pattern
+            literal = type(pattern).__name__ == "PatternStr"
+            if literal and pattern.value == f"<{name}>":  # the placeholder of an automaton-backed terminal
+                terminals.append(TerminalInfo(name, "", "automaton", owned[i], name in g.ignore_names))
+            else:
+                kind, text = ("string", pattern.value) if literal else ("regex", pattern.to_regexp())
+                terminals.append(TerminalInfo(name, text, kind, owned[i], name in g.ignore_names))
+        rules = tuple(dict.fromkeys(str(rule.origin.name) for rule in g.lark.rules))
+        return GrammarTables(
+            label=g.label, start=g.start, rules=rules, productions=len(g.lark.rules),
+            parser_states=g.num_states, lexer_contexts=g.num_contexts, terminals=tuple(terminals),
+            nfa_states=len(g.nfa.owner), lexer_states=g.lexer.num_states, stacks=len(g.stacks),
+            index_entries=self.index.entries,
+        )  # fmt: skip
+
+    def parser_stack(self, state: State) -> tuple[int, ...]:
+        """The LALR states on ``state``'s parser stack, bottom first (empty after EOS)."""
+        self._check(state)
+        return () if state == FINISHED else tuple(self.grammar.stacks.states(state[0]))
+
+    def expected_terminals(self, state: State) -> tuple[str, ...]:
+        """The terminals that may come next at ``state``, sorted (``%ignore``d ones left out).
+
+        Between lexemes: those the parser takes next. Inside a lexeme: those of them it may
+        still become, and where what was read already matches a terminal (so the lexeme may
+        end here), also those the parser takes after it. For messages (``constrain explain``);
+        empty after EOS.
+        """
+        self._check(state)
+        if state == FINISHED:
+            return ()
+        lexer = self.grammar.lexer
+        stack, q, last, pending = state
+        names = set(self._takes(stack))
+        if not lexer.is_start[q]:
+            names &= lexer.possible_sets[int(lexer.possible[q])]
+            if last >= 0 and not pending:
+                try:
+                    after = self.emit(stack, last)
+                except LimitExceededError:
+                    after = -1
+                if after >= 0:
+                    names.update(self._takes(after))
+        return tuple(sorted(names))
+
+    def _takes(self, stack: int) -> list[str]:
+        """The terminals (not ``%ignore``d) the parser takes next with ``stack``."""
+        g = self.grammar
+        found = []
+        for name in sorted(g.action_terminals[g.stacks.top[stack]] - g.ignore_names):
+            try:
+                if g.feed(stack, name) >= 0:
+                    found.append(name)
+            except LimitExceededError:  # taking it would nest past Limits.max_parser_stack
+                continue
+        return found
 
     def reference_allowed(self, state: State) -> NDArray[np.int32]:
         """The allowed text tokens computed one token at a time (slow; for tests)."""
