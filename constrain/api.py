@@ -75,7 +75,7 @@ class Model:
 
         guide, read = self._guide(output_type)
         batch = not isinstance(prompt, str)
-        prompts = list(prompt) if batch else [prompt]
+        prompts = [prompt] if isinstance(prompt, str) else list(prompt)  # batch: a list of them
         results = generate(self.model, self.tokenizer, prompts, guide, self.compiler.vocabulary, **options)
         values = []
         for text, result in zip(prompts, results):

@@ -17,7 +17,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar, cast
 
 from .errors import ConfigurationError, ConstrainError
 from .json_schema.to_grammar import schema_to_grammar
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from .cfg import CFGGuide
 
 __all__ = ["Compiler"]
+
+_G = TypeVar("_G", bound="RegexGuide | CFGGuide")
 
 
 class Compiler:
@@ -112,10 +114,16 @@ class Compiler:
         if settings.max_recursion_depth is None and recursive_refs(loaded, refs):
             grammar = schema_to_grammar(loaded, remotes=remotes, limits=limits or self.limits, **options)
             walk = grammar.walk
-            guide: Any = self._grammar_of_trees(grammar.text, grammar.terminals, limits or self.limits)
+            guide: RegexGuide | CFGGuide = self._grammar_of_trees(
+                grammar.text, grammar.terminals, limits or self.limits
+            )
         else:
-            walk = schema_walk(loaded, settings, limits=limits or self.limits, remotes=remotes)
-            key = ("json_schema", json.dumps([loaded, remotes], sort_keys=True), settings)
+            # schema_walk only hands ``remotes`` on to References, which takes any Mapping.
+            given_remotes = cast("dict[str, Any] | None", remotes)
+            walk = schema_walk(loaded, settings, limits=limits or self.limits, remotes=given_remotes)
+            # dict(): json.dumps takes no other Mapping (a MappingProxyType raised TypeError here)
+            remotes_json = None if remotes is None else dict(remotes)
+            key = ("json_schema", json.dumps([loaded, remotes_json], sort_keys=True), settings)
             label = f"json_schema({json.dumps(loaded)[:50]}...)"
             guide = self._cached(key, lambda: walk.tree, label, limits)
         return _for_call(guide, schema=loaded, dropped=walk.dropped, ignored=walk.ignored,
@@ -162,8 +170,9 @@ class Compiler:
         if translation.tree is not None:
             tree = translation.tree
             return self._cached(("gbnf", text, start), lambda: tree, f"gbnf({text[:50]!r})", limits)
+        lark_text = cast(str, translation.lark_text)  # set whenever there is no single tree
         return translation.with_gbnf_names(
-            lambda: self._grammar_of_trees(translation.lark_text, translation.terminals, limits)
+            lambda: self._grammar_of_trees(lark_text, translation.terminals, limits)
         )
 
     def _grammar_of_trees(self, text: str, terminals: Mapping[str, Node], limits: Limits) -> "CFGGuide":
@@ -211,11 +220,12 @@ class Compiler:
 
         return self._cached_guide(key + (limits,), build)
 
-    def _cached_guide(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+    def _cached_guide(self, key: tuple[Any, ...], build: Callable[[], _G]) -> _G:
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
-                return _for_call(self._cache[key])
+                cached: _G = self._cache[key]  # built by the same kind of call: the key says which
+                return _for_call(cached)
         guide = build()
         with self._lock:
             guide = self._cache.setdefault(key, guide)  # another thread may have built it meanwhile
@@ -225,7 +235,7 @@ class Compiler:
         return _for_call(guide)
 
 
-def _for_call(guide: Any, **meta: Any) -> Any:
+def _for_call(guide: _G, **meta: Any) -> _G:
     """A guide of the caller's own: the compiled tables shared, the per-call metadata not.
 
     Nothing a guide computes depends on ``schema``, ``model_class``, ``dropped`` or ``ignored``;

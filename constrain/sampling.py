@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import codecs
 from dataclasses import dataclass, field
-from typing import Any, Generator, Hashable, Iterator, Sequence
+from typing import Any, Generator, Hashable, Iterator, Sequence, cast
 
 import numpy as np
 
@@ -122,7 +122,8 @@ def generate(
     generation's ``value`` is the validated instance.
     """
     single = isinstance(prompts, str)
-    steps = _steps(model, tokenizer, [prompts] if single else list(prompts), guides, vocabulary,
+    prompt_list = [prompts] if isinstance(prompts, str) else list(prompts)
+    steps = _steps(model, tokenizer, prompt_list, guides, vocabulary,
                    max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                    chat=chat, fast_forward=fast_forward, coalescence=coalescence)  # fmt: skip
     while True:
@@ -206,7 +207,11 @@ def _steps(
     import torch
 
     prompt_list = list(prompts)
-    guide_list = list(guides) if isinstance(guides, (list, tuple)) else [guides] * len(prompt_list)
+    # Anything but a list or a tuple is one guide, shared by every prompt.
+    guide_list: list[Guide[Hashable]] = (
+        list(guides) if isinstance(guides, (list, tuple))
+        else [cast("Guide[Hashable]", guides)] * len(prompt_list)
+    )  # fmt: skip
     if len(guide_list) != len(prompt_list):
         raise ConstrainError(f"{len(guide_list)} guides for {len(prompt_list)} prompts")
     if fast_forward and len(prompt_list) > 1:

@@ -88,7 +88,9 @@ def _tiktoken_to_hf(path: Path, pattern: str, specials: dict[str, int], eos: str
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    vocab, merges = TikTokenConverter(vocab_file=str(path), pattern=pattern).extract_vocab_merges_from_model(
+    # (transformers leaves these constructors unannotated.)
+    converter = TikTokenConverter(vocab_file=str(path), pattern=pattern)  # type: ignore[no-untyped-call]
+    vocab, merges = converter.extract_vocab_merges_from_model(
         str(path)
     )
     vocab.update(specials)
@@ -101,7 +103,7 @@ def _tiktoken_to_hf(path: Path, pattern: str, specials: dict[str, int], eos: str
     )
     tk.decoder = decoders.ByteLevel()
     tk.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
-    return PreTrainedTokenizerFast(tokenizer_object=tk, eos_token=eos)
+    return PreTrainedTokenizerFast(tokenizer_object=tk, eos_token=eos)  # type: ignore[no-untyped-call]
 
 
 def _build_llama3() -> Any:

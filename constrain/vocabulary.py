@@ -23,7 +23,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -64,7 +64,9 @@ class Vocabulary:
     token_bytes: tuple[bytes | None, ...]
     eos_token_ids: frozenset[int]
     size: int
-    _sorted: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    #: Built on first use and shared: "walk" → WalkTables, ("split", …) → ClassSplit,
+    #: ("trie", …) → TokenTrie.
+    _sorted: dict[str | tuple[Any, ...], Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.eos_token_ids:
@@ -186,7 +188,7 @@ class Vocabulary:
         See :class:`ClassSplit`.
         """
         key = ("split", first, rest, utf8, utf8_first)
-        split = self._sorted.get(key)
+        split: ClassSplit | None = self._sorted.get(key)
         if split is None:
             split = ClassSplit.build(self.walk_tables(), first, rest, utf8=utf8, utf8_first=utf8_first)
             self._sorted[key] = split
@@ -194,7 +196,7 @@ class Vocabulary:
 
     def walk_tables(self) -> "WalkTables":
         """Arrays for walking every token through an automaton at once (built on first use)."""
-        tables = self._sorted.get("walk")
+        tables: WalkTables | None = self._sorted.get("walk")
         if tables is None:
             tables = WalkTables.build(self.token_bytes)
             self._sorted["walk"] = tables
@@ -203,7 +205,7 @@ class Vocabulary:
     def token_trie(self, min_length: int = 1, max_length: int | None = None) -> "TokenTrie":
         """The tokens of ``min_length..max_length`` bytes as a byte trie (built on first use)."""
         key = ("trie", min_length, max_length)
-        trie = self._sorted.get(key)
+        trie: TokenTrie | None = self._sorted.get(key)
         if trie is None:
             trie = TokenTrie.build(
                 (b, i) for i, b in enumerate(self.token_bytes)
@@ -279,7 +281,7 @@ class ClassSplit:
             scan = ((later >= 0x80) & within).any(axis=1) | ~given[tables.matrix[rows, 0]]
         else:
             scan = np.zeros(rows.size, dtype=bool)
-        left = leaves.any(axis=1)
+        left = cast("NDArray[np.bool_]", leaves.any(axis=1))  # one flag per row: an array, never a scalar
         at = (leaves.argmax(axis=1) + 1).tolist()  # the first byte outside ``rest``, from the token's start
         ends: list[int | None] = [k if out else None for k, out in zip(at, left.tolist())]
         for j in np.flatnonzero(scan).tolist():

@@ -13,7 +13,7 @@ explains the design and its limits.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..regex.automaton import Limits
 from ..vocabulary import Vocabulary
@@ -72,7 +72,7 @@ def compile_grammar(
     return CFGGuide(grammar, vocab)
 
 
-def compile_sql(tables: dict[str, Any], vocabulary: Any, **options: Any) -> CFGGuide:
+def compile_sql(tables: Mapping[str, Sequence[str]] | None, vocabulary: Any, **options: Any) -> CFGGuide:
     """A SQL guide whose table and column names are restricted to a schema (see :mod:`.sql`)."""
     from .sql import compile_sql as _compile_sql
 

@@ -275,7 +275,7 @@ class _Parser:
             return Repetition(item, low, high)
         self.skip_space(newlines=False)
         low = self.integer()
-        high: int | None = low
+        high = low
         self.skip_space(newlines=False)
         if self.peek() == ",":
             self.pos += 1

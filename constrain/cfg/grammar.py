@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import lark
 from lark.exceptions import GrammarError as LarkGrammarError
@@ -217,6 +217,9 @@ class CompiledGrammar:
     placeholder for each, and builds its tables over the grammar's skeleton alone.
     """
 
+    #: Dropped on pickling (see ``__getstate__``), rebuilt by ``lark`` on first use.
+    _lark: lark.Lark | None
+
     @property
     def lark(self) -> lark.Lark:
         """The exact lark parser this grammar's guides reproduce (rebuilt once after unpickling)."""
@@ -254,7 +257,7 @@ class CompiledGrammar:
         self.always_accept = tuple(always_accept)
         self.limits = limits or Limits()
         deadline = Deadline(self.limits.timeout_s)
-        self._lark: lark.Lark | None = _build_lark_within(text, start, self.always_accept, self.limits.timeout_s)
+        self._lark = _build_lark_within(text, start, self.always_accept, self.limits.timeout_s)
         frontend = self.lark.parser
         lexer = getattr(frontend, "lexer", None)
         if self.always_accept:
@@ -547,7 +550,7 @@ class CompiledGrammar:
                     )
 
 
-def _lark_order(terminals: list[Any]) -> list[str]:
+def _lark_order(terminals: Iterable[Any]) -> list[str]:
     """Terminal names in the order lark's BasicLexer tries them (priority, width, length, name)."""
     def rank(t: Any) -> tuple[int, int, int, str]:
         return (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name)
@@ -607,7 +610,7 @@ def _build_lark_within(text: str, start: str, always_accept: tuple[str, ...], ti
     daemon thread and the caller stops waiting at the deadline; the abandoned
     construction finishes in the background and is discarded.
     """
-    outcome: list[Any] = []
+    outcome: list[lark.Lark | BaseException] = []
 
     def build() -> None:
         try:

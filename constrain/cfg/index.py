@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -47,11 +47,19 @@ __all__ = ["MaskIndex", "Node"]
 #: Below this many rows a walk continues in plain Python.
 _PYTHON_TAIL = 24
 #: A token set: int32 ids (small sets) or packed uint32 bit words (large ones).
-TokenSet = "NDArray[np.int32] | NDArray[np.uint32]"
+TokenSet: TypeAlias = "NDArray[np.int32] | NDArray[np.uint32]"
 #: Packs (possible-set id, last emission + 1) into one int64 key.
 _KEY = 1 << 24
 #: Token sets larger than this are kept as packed bits (OR-ed) rather than ids (scattered).
 _PACK_ABOVE = 256
+
+
+def _add_to(words: list[NDArray[np.uint32]], ids: list[NDArray[np.int32]], tokens: TokenSet) -> None:
+    """Put a token set with the others of its kind: its dtype tells (numpy's types can't narrow on it)."""
+    if tokens.dtype == np.uint32:
+        words.append(cast("NDArray[np.uint32]", tokens))
+    else:
+        ids.append(cast("NDArray[np.int32]", tokens))
 
 
 @dataclass
@@ -179,7 +187,7 @@ class MaskIndex(Shared):
         small = [t for t in sets if t.dtype != np.uint32]
         if not packed:
             return self._token_set(np.concatenate(small))
-        result = packed[0].copy()
+        result: TokenSet = packed[0].copy()  # uint32 words (numpy's types can't narrow on the dtype)
         for t in packed[1:]:
             result |= t
         if small:
@@ -200,7 +208,7 @@ class MaskIndex(Shared):
         guide, grammar = self.guide, self.grammar
         stack, _q, last, pending = state
         if node.ended is not None and guide.viable(state):
-            (words if node.ended.dtype == np.uint32 else ids).append(node.ended)
+            _add_to(words, ids, node.ended)
         if node.inside:
             # Whether the parser takes a terminal is asked once per name. Groups are bucketed
             # by the name most of them share (an identifier, say): when the parser takes it,
@@ -219,7 +227,7 @@ class MaskIndex(Shared):
 
             for lead, union, members in node.inside:
                 if takes(lead):
-                    (words if union.dtype == np.uint32 else ids).append(union)
+                    _add_to(words, ids, union)
                     continue
                 for names, matched, tokens in members:
                     # Else another terminal the lexeme may become, or the last match it falls
@@ -228,7 +236,7 @@ class MaskIndex(Shared):
                     if any(takes(name) for name in names[1:]) or (
                         fallback >= 0 and guide.emit(stack, fallback) >= 0
                     ):
-                        (words if tokens.dtype == np.uint32 else ids).append(tokens)
+                        _add_to(words, ids, tokens)
         for number, (emission, resume, row_set) in enumerate(node.groups):
             replay = b""
             if emission < 0:
@@ -238,11 +246,12 @@ class MaskIndex(Shared):
             new_stack = guide.emit(stack, emission)
             if new_stack < 0:
                 continue
-            next_state: "State | None" = (new_stack, grammar.start_after(new_stack, emission), -1, b"")
+            next_state: "State" = (new_stack, grammar.start_after(new_stack, emission), -1, b"")
             if replay:
-                next_state = guide.feed_bytes(next_state, replay)  # type: ignore[arg-type]
-                if next_state is None:
+                fed = guide.feed_bytes(next_state, replay)
+                if fed is None:
                     continue
+                next_state = fed
             if resume == 0:
                 # The lexeme ended before the token's first byte: these tokens are allowed
                 # exactly when they are allowed at the next state, whose mask is cached.
@@ -299,7 +308,7 @@ class MaskIndex(Shared):
         ended = self._token_set(ended_ids) if ended_ids.size else None
         rows = rows[lengths > offset]
         inside: list[tuple[int, int, TokenSet]] = []
-        inside_chunks: dict[tuple[int, int], list[NDArray[np.int64]]] = {}
+        inside_chunks: dict[tuple[int, int], list[NDArray[np.integer]]] = {}  # token ids, int32 or int64
         groups: list[tuple[int, int, int]] = []
         pending_groups: dict[tuple[int, int], list[NDArray[np.int64]]] = {}
         if rows.size:
@@ -379,8 +388,8 @@ class MaskIndex(Shared):
             inside_ids = np.concatenate(chunks)
             held += inside_ids.size
             inside.append((possible_id, matched, self._token_set(inside_ids)))
-        for (emission_id, resume), chunks in pending_groups.items():
-            rows_of_group = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+        for (emission_id, resume), row_chunks in pending_groups.items():
+            rows_of_group = np.concatenate(row_chunks) if len(row_chunks) > 1 else row_chunks[0]
             held += rows_of_group.size
             groups.append((emission_id, resume, self._intern_rows(rows_of_group)))
         self._hold(held)
@@ -415,9 +424,9 @@ class MaskIndex(Shared):
     def _walk_tail(
         self,
         rows: NDArray[np.int64],
-        states: NDArray[np.int32],
-        last: NDArray[np.int32],
-        last_pos: NDArray[np.int32],
+        states: NDArray[np.intp],
+        last: NDArray[np.intp],
+        last_pos: NDArray[np.intp],
         position: int,
         offset: int,
         drop_inherit: bool,
@@ -480,4 +489,5 @@ class MaskIndex(Shared):
     @staticmethod
     def _expanded_row(ctx: LexerDFA, q: int) -> NDArray[np.int32]:
         ctx.expand([q])
-        return ctx.table[q]
+        row: NDArray[np.int32] = ctx.table[q]
+        return row

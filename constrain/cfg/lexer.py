@@ -213,6 +213,7 @@ class LexerDFA(Shared):
             return DEAD
         nfa = self.nfa
         owners = {nfa.owner[p] for p in main}
+        shadow_key: frozenset[int]
         if not (owners & self._has_unless):
             shadow_key = frozenset()
         else:

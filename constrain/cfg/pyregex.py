@@ -32,19 +32,20 @@ from __future__ import annotations
 
 import bisect
 import re
+import sys
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterable, cast
 
 from ..errors import LimitExceededError
 from ..regex.automaton import Limits
 from ..regex.utf8 import MAX_CODEPOINT, add_utf8_trie, byte_runs, clip_to_runs, complement_ranges
 
-try:  # Python 3.11+
-    from re import _constants as sre_c  # type: ignore[attr-defined]
-    from re import _parser as sre_parse  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as sre_c  # type: ignore[no-redef]
-    import sre_parse  # type: ignore[no-redef]
+if sys.version_info >= (3, 11):
+    from re import _constants as sre_c
+    from re import _parser as sre_parse
+else:  # pragma: no cover - Python 3.10
+    import sre_constants as sre_c
+    import sre_parse
 
 __all__ = ["NotRegular", "PriorityNFA"]
 
@@ -120,10 +121,12 @@ class PriorityNFA:
         self._owner = index
         self._name = name or f"#{index}"
         self._behind, self._classes, self._class_of, self._asserts = [], [], {}, {}
-        self._scan_lookbehinds(list(parsed), parsed.state.flags)
+        # A SubPattern iterates through __getitem__ (its items), which the 3.10 stubs don't model.
+        items = cast("Iterable[tuple[Any, Any]]", parsed)
+        self._scan_lookbehinds(list(items), parsed.state.flags)
         base = len(self.eps)
         try:
-            entry, exit_ = self._seq(list(parsed), parsed.state.flags)
+            entry, exit_ = self._seq(list(items), parsed.state.flags)
             accept = self._state()
             self.accept[accept] = index
             self.eps[exit_].append(accept)
@@ -391,7 +394,9 @@ class PriorityNFA:
                 self.edges.append([(lo, hi, t + offset) for lo, hi, t in self.edges[q]])
             self.accept += self.accept[base:top]
             self.owner += self.owner[base:top]
-            for marks in (self._class_of, self._asserts):
+            # state -> its class, or its assertion: copied as they are
+            mark_tables: tuple[dict[int, Any], ...] = (self._class_of, self._asserts)
+            for marks in mark_tables:
                 if marks:
                     marks.update({q + offset: v for q, v in marks.items() if base <= q < top})
             fragments.append((entry + offset, exit_ + offset))

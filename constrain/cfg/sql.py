@@ -97,7 +97,8 @@ def sql_grammar(
         return text
     if not isinstance(tables, Mapping) or not tables:
         raise GrammarError("compile_sql needs a non-empty mapping of table name → column names")
-    spelled = re.findall(r'^([A-Z_]+): "([A-Za-z_]+)"i?$', text, re.MULTILINE)  # canonical: no "i"
+    # canonical: no "i"
+    spelled: list[tuple[str, str]] = re.findall(r'^([A-Z_]+): "([A-Za-z_]+)"i?$', text, re.MULTILINE)
     keywords = {word.lower(): name for name, word in spelled}
     terminals: dict[str, str] = {}  # spelling key → terminal name
     definitions: list[str] = []

@@ -9,7 +9,7 @@ that cache safe to share between beams that share a prefix.
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Sequence
+from typing import Any, Hashable, Sequence, cast
 
 from ..errors import ConfigurationError
 from ..guide import Guide, allocate_bitmask
@@ -33,8 +33,13 @@ class LogitsProcessor:
     def __init__(
         self, guides: Guide[Hashable] | Sequence[Guide[Hashable]], *, num_beams: int | None = None
     ) -> None:
-        self.guides = list(guides) if isinstance(guides, (list, tuple)) else None
-        self.guide = None if self.guides is not None else guides
+        self.guides: list[Guide[Hashable]] | None = (
+            list(guides) if isinstance(guides, (list, tuple)) else None
+        )
+        # Anything but a list or a tuple is one guide for every row.
+        self.guide: Guide[Hashable] | None = (
+            None if self.guides is not None else cast("Guide[Hashable]", guides)
+        )
         if self.guides is not None and not self.guides:
             raise ConfigurationError("LogitsProcessor needs a guide, or a non-empty list with one per batch item")
         if num_beams is not None and (not isinstance(num_beams, int) or num_beams < 1):
@@ -97,7 +102,7 @@ class LogitsProcessor:
 
     def _guide(self, item: int) -> Guide[Hashable]:
         if self.guides is None:
-            return self.guide  # type: ignore[return-value]
+            return cast("Guide[Hashable]", self.guide)  # set whenever guides is None
         return self.guides[item]
 
     def _state(self, key: tuple[int, tuple[int, ...]]) -> Hashable:
@@ -107,7 +112,7 @@ class LogitsProcessor:
         if cached is not None:
             return cached
         guide = self._guide(item)
-        eos = getattr(getattr(guide, "vocabulary", None), "eos_token_ids", frozenset())
+        eos: frozenset[int] = getattr(getattr(guide, "vocabulary", None), "eos_token_ids", frozenset())
         if not suffix:
             return guide.initial_state
         parent = self._states.get((item, suffix[:-1]))

@@ -164,7 +164,8 @@ def _numpy_view(bitmask: Any) -> np.ndarray | None:
         return bitmask
     device = getattr(bitmask, "device", None)
     if device is not None and getattr(device, "type", "cpu") == "cpu" and hasattr(bitmask, "numpy"):
-        return bitmask.numpy()  # shares memory with the tensor
+        view: np.ndarray = bitmask.numpy()  # shares memory with the tensor
+        return view
     return None
 
 
@@ -192,7 +193,7 @@ def forced_text(guide: Any, state: Hashable) -> str:
     forced_bytes = getattr(guide, "forced_bytes", None)
     if forced_bytes is None:
         return ""
-    data = forced_bytes(state)
+    data: bytes = forced_bytes(state)
     for end in range(len(data), max(len(data) - 4, -1), -1):
         try:
             return data[:end].decode("utf-8")
@@ -237,7 +238,9 @@ class RequestState:
 
         Stops after an EOS: nothing follows the end of the text. Changes nothing.
         """
-        state, states, taken = self.state, [], []
+        state = self.state
+        states: list[Hashable] = []
+        taken: list[int] = []
         for token in tokens:
             try:
                 state = self.guide.advance(state, token)

@@ -81,7 +81,8 @@ class _Writer:
         if isinstance(node, RuleRef):
             return node.name
         if isinstance(node, Concat):
-            parts, pending = [], []
+            parts: list[str] = []
+            pending: list[Node] = []
             for part in node.parts:  # neighbouring reference-free parts make one terminal
                 if has_rule_ref(part):
                     if pending:
@@ -205,9 +206,9 @@ class _Writer:
             solid = node.node if node.high == 1 else Repeat(node.node, 1, node.high, node.separator)
             return f"{self.terminal(solid)}?"
         if isinstance(node, Alt):
-            solid = [o for o in node.options if not nullable(o)]
-            if len(solid) == len(node.options) - sum(1 for o in node.options if o == EMPTY):
-                return f"{self.terminal(Alt(tuple(solid)))}?" if solid else ""
+            solid_options = [o for o in node.options if not nullable(o)]
+            if len(solid_options) == len(node.options) - sum(1 for o in node.options if o == EMPTY):
+                return f"{self.terminal(Alt(tuple(solid_options)))}?" if solid_options else ""
         if isinstance(node, Concat):
             return " ".join(p for p in (self.leaf(part) for part in node.parts) if p)
         raise SchemaError("this schema needs an empty-matching piece the grammar backend cannot express")

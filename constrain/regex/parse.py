@@ -14,6 +14,7 @@ import unicodedata
 from functools import lru_cache
 
 from interegular import patterns as ip
+from interegular.utils.simple_parser import nomatch
 
 from ..errors import InvalidPatternError, NonRegularPatternError, PatternError
 from .tree import Alt, CharSet, Concat, Literals, Node, Repeat
@@ -57,7 +58,8 @@ def parse_regex(pattern: str, *, ecma: bool = False) -> Node:
     try:
         # Not interegular's simplify(): it merges a group into its only child group and drops the
         # child's removed flags ('(?i)(?:(?-i:a))' matched 'A'); _convert nests flags itself.
-        parsed = (_EcmaParser if ecma else _Parser)(body).parse()
+        # (interegular's parser methods are unannotated.)
+        parsed = (_EcmaParser if ecma else _Parser)(body).parse()  # type: ignore[no-untyped-call]
     except ip.Unsupported as exc:
         message = str(exc)
         feature = _NOT_REGULAR.get(message)
@@ -90,7 +92,7 @@ class _CategoryClass(ip._CharGroup):
     __slots__ = ()
 
 
-class _Parser(ip._ParsePattern):  # type: ignore[misc]  # interegular ships no type hints
+class _Parser(ip._ParsePattern):
     """interegular's parser, reading two things as Python does.
 
     interegular joins ``\\W``, ``\\D``, ``\\S`` in a class by the *union* of the sets they
@@ -101,7 +103,7 @@ class _Parser(ip._ParsePattern):  # type: ignore[misc]  # interegular ships no t
 
     def extension_group(self) -> object:
         before = self.flags
-        result = super().extension_group()
+        result = super().extension_group()  # type: ignore[no-untyped-call]  # interegular: unannotated
         if before is not None and self.flags is not None:
             self.flags |= before
         return result
@@ -112,7 +114,7 @@ class _Parser(ip._ParsePattern):  # type: ignore[misc]  # interegular ships no t
         while True:
             try:
                 groups.append(self.chargroup_inner())
-            except ip.nomatch:
+            except nomatch:
                 break
         self.static("]")
         listed = frozenset().union(*(g.chars for g in groups if not g.negated))
@@ -138,7 +140,8 @@ class _EcmaParser(_Parser):
             return ip._CharGroup(_ECMA_SPACE, False)
         if self.static_b("S"):
             return ip._CharGroup(_ECMA_SPACE, True)
-        return super().escaped(inner)
+        group: ip._CharGroup = super().escaped(inner)  # type: ignore[no-untyped-call]  # unannotated there
+        return group
 
 
 def _normalize(pattern: str) -> str:
@@ -179,8 +182,8 @@ def _normalize(pattern: str) -> str:
             continue
         flags = _FLAG_GROUP.match(pattern, i)
         if flags and "a" in flags.group(1):  # (?a) asks for ASCII classes: they always are (docs/regex.md)
-            added, removed, end = flags.group(1).replace("a", ""), flags.group(2) or "", flags.group(3)
-            out.append(f"(?{added}{removed}{end}" if added or removed or end == ":" else "")
+            added, removed, closer = flags.group(1).replace("a", ""), flags.group(2) or "", flags.group(3)
+            out.append(f"(?{added}{removed}{closer}" if added or removed or closer == ":" else "")
             i = flags.end()
             continue
         if pattern.startswith("(?P<", i):  # groups only group, and interegular allows ASCII names only
@@ -240,7 +243,9 @@ def _strip_anchors(pattern: str) -> str:
 
     The ``^`` may follow the global flag groups (``(?i)^abc``): it is at the start of the text too.
     """
-    flags = _GLOBAL_FLAGS.match(pattern).end()
+    global_flags = _GLOBAL_FLAGS.match(pattern)
+    assert global_flags is not None  # a repeat of zero or more: it matches at least the empty string
+    flags = global_flags.end()
     if pattern.startswith("^", flags):
         pattern = pattern[:flags] + pattern[flags + 1 :]
     if pattern.endswith("$"):
