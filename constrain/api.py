@@ -110,11 +110,13 @@ class Model:
             )
         from pydantic import BaseModel, PydanticSchemaGenerationError, TypeAdapter
 
+        from .json_schema.pydantic_schema import ClassSchema
+
         if isinstance(output_type, type) and issubclass(output_type, BaseModel):
             return self.compiler.json_schema(output_type), output_type.model_validate_json
         try:
             adapter = TypeAdapter(output_type)
-            schema = adapter.json_schema()
+            schema = adapter.json_schema(schema_generator=ClassSchema)  # as strict as the type (see there)
         except (PydanticSchemaGenerationError, TypeError) as exc:
             raise ConstrainError(f"{output_type!r} is no output type Pydantic can describe: {exc}") from None
         return self.compiler.json_schema(schema), adapter.validate_json

@@ -214,8 +214,9 @@ def load_schema(schema: Any) -> dict[str, Any] | bool:
             raise SchemaError(f"schema text is not JSON: {exc}") from None
         return load_schema(loaded) if isinstance(loaded, (dict, bool)) else _not_a_schema(loaded)
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-        generated: dict[str, Any] = schema.model_json_schema()
-        return generated
+        from .pydantic_schema import class_schema  # as strict as the class, where Pydantic's schema is not
+
+        return class_schema(schema)
     return _not_a_schema(schema)
 
 
