@@ -169,7 +169,10 @@ def bars(
     for k, (label, values) in enumerate(series.items()):
         xs = [i + (k - (len(series) - 1) / 2) * width for i, v in enumerate(values) if v]
         axes.bar(xs, [v for v in values if v], width, label=label)
-    axes.set_xticks(range(len(names)), names, rotation=15 if log else 0)
+    crowded = sum(len(n) for n in names) > 70  # names that would run into each other side by side
+    axes.set_xticks(range(len(names)), names, rotation=20 if crowded or log else 0, ha="right" if crowded else "center")
+    if crowded:
+        figure.subplots_adjust(bottom=0.25)
     if log:
         axes.set_yscale("log")
     axes.set_ylabel(ylabel)
