@@ -156,7 +156,7 @@ class _Writer:
         ``dependentRequired`` need every member tracked, and stay refused.
         """
         bounds = (("minProperties", node.min_count), ("maxProperties", node.max_count is not None),
-                  ("dependentRequired", node.dependencies))  # fmt: skip
+                  ("dependentRequired", node.dependencies), ("oneOf", node.condition))  # fmt: skip
         counted = [name for name, on in bounds if on]
         if counted:
             raise UnsupportedSchemaError(counted[0], "#", f"{counted[0]} on an object that holds a recursive "

@@ -476,6 +476,12 @@ class _Walker:
             side = self.unordered() if apart else self
             nodes = [self.node(merged, pointer)] + [side.node(b, f"{pointer}/allOf/{i}") for i, b in apart]
             return NOTHING if NOTHING in nodes else nodes[0] if len(nodes) == 1 else Intersect(tuple(nodes))
+        presence = None if self.over else self.presence(schema, pointer)
+        if presence is not None:  # which members are there, as the object's own bits, not a product
+            for keyword in ("anyOf", "oneOf", "not"):
+                schema.pop(keyword, None)
+            schema[_PRESENCE] = presence
+            return self.typed_union(schema, pointer)
         for keyword in ("anyOf", "oneOf"):
             if keyword in schema:
                 return self.any_of(schema, keyword, pointer)
@@ -775,6 +781,33 @@ class _Walker:
             excluded.append(Difference(holding, (self.unordered().node(sub, where),)))
         return Difference(rest, tuple(excluded)) if excluded else rest
 
+    def presence(self, schema: dict[str, Any], pointer: str) -> "_Presence | None":
+        """``anyOf``/``oneOf``/``not`` beside an object's ``properties`` that only say which members
+        are there (``required`` under any nesting of those keywords), as a truth table.
+
+        ``oneOf: [{required: [image]}, {required: [build]}]`` says "exactly one of the two":
+        a difference of whole object languages (a product searched on every first visit),
+        though all it reads is two of the member set's seen bits. Here the object's member
+        set checks the table (``MemberSet.condition``). Only where that is exact and small:
+        every name a declared property (or no other member allowed), at most 8 names, no
+        other keyword the branches would need. None otherwise: the general way.
+        """
+        keys = [k for k in ("anyOf", "oneOf", "not") if k in schema]
+        rest = set(schema) - set(keys)
+        if not keys or rest - _PRESENCE_SIBLINGS or not isinstance(schema.get("properties"), dict):
+            return None
+        if "required" in rest and not isinstance(schema["required"], list):
+            return None
+        names: list[str] = []
+        whole = {k: schema[k] for k in keys}
+        if not _presence_names(whole, names, 0) or not names or len(names) > _MAX_PRESENCE_NAMES:
+            return None
+        if schema.get("additionalProperties", True) is not False and not set(names) <= set(schema["properties"]):
+            return None  # an undeclared name could come as an extra member: its bit is not tracked
+        table = frozenset(m for m in range(1 << len(names))
+                          if _presence_holds(whole, {n for i, n in enumerate(names) if m >> i & 1}))  # fmt: skip
+        return _Presence(tuple(names), table)
+
     def any_of(self, schema: dict[str, Any], keyword: str, pointer: str) -> Node:
         branches = schema.pop(keyword)
         if not isinstance(branches, list) or not branches:
@@ -958,16 +991,22 @@ class _Walker:
         # Each type reads its own keywords from a copy (``minimum`` binds integer and number
         # alike); a keyword that no type consumed is one this backend does not know.
         options, unused = [], set(schema)
+        presence = schema.pop(_PRESENCE, None)
         for t in dict.fromkeys(types):
             own = dict(schema)
+            if presence is not None and t != "object":
+                if (1 << len(presence.names)) - 1 not in presence.table:
+                    continue  # `required` holds for every non-object: the condition at "all present"
+            elif presence is not None:
+                own[_PRESENCE] = presence
             option = getattr(self, f"type_{t}")(own, pointer)
             if self.over and t in _OTHER_SPELLINGS:
                 option = _OTHER_SPELLINGS[t](option)
             options.append(option)
             unused &= set(own)
-        for key in sorted(unused - _TYPE_KEYWORDS):  # another type's keyword constrains nothing here
+        for key in sorted(unused - _TYPE_KEYWORDS - {_PRESENCE}):  # another type's keyword constrains nothing here
             self.unsupported(key, f"{pointer}/{key}", "the regex backend does not implement it")
-        return alt(*options)
+        return alt(*options) if options else NOTHING
 
     # ------------------------------------------------------------------ typed values
 
@@ -1258,6 +1297,7 @@ class _Walker:
             raise SchemaError(f"required at {pointer} must be a list of strings")
         low = _count(schema.pop("minProperties", 0), "minProperties", pointer)
         high = _count(schema.pop("maxProperties", None), "maxProperties", pointer)
+        presence: _Presence | None = schema.pop(_PRESENCE, None)
         dependent = schema.pop("dependentRequired", {})
         if not isinstance(dependent, dict) or not all(
             isinstance(v, list) and all(isinstance(n, str) for n in v) for v in dependent.values()
@@ -1267,7 +1307,7 @@ class _Walker:
             return NOTHING  # contradictory counts: no object at all
         if self.over and (properties or required):
             high = None  # a text that repeats a declared key holds more members than its value
-        counted = bool(low or high is not None or dependent)
+        counted = bool(low or high is not None or dependent or presence)
         keys = [(self.key_pattern(p, f"{pointer}/patternProperties/{_escape_pointer(p)}"), sub, p)
                 for p, sub in patterns.items()]  # fmt: skip
         names_node = None if names_schema is True else self.node(names_schema, f"{pointer}/propertyNames")
@@ -1322,16 +1362,21 @@ class _Walker:
             # Below that the free members form one alternation, one grammar terminal: as items,
             # two objects that share an optional member made LALR reduce/reduce collisions.
             tracked = set(required) | set(dependent) | {n for names in dependent.values() for n in names}
+            tracked |= set(presence.names) if presence is not None else set()
             free = [m for m, _, name in members if name not in tracked]
             if free:
                 extra = alt(*free, *([extra] if extra is not None else []))
                 members = [m for m in members if m[2] in tracked]
         index = {name: i for i, (_, _, name) in enumerate(members)}
         dependencies = [(name, needs) for name, needs in dependent.items() if name in index]
+        required_bits = sum(1 << i for i, (_, r, _) in enumerate(members) if r)
+        condition = () if presence is None else presence.clauses(index, required_bits, high)
+        if presence is not None and not condition:
+            return NOTHING  # no way to have the members the condition asks for
         body = MemberSet(
             tuple(m for m, _, _ in members), tuple(i for i, (_, r, _) in enumerate(members) if r), self.sep, extra,
             low, high, tuple((index[n], tuple(index[x] for x in needs)) for n, needs in dependencies),
-            repeats=self.repeated_keys([name for _, _, name in members]),
+            repeats=self.repeated_keys([name for _, _, name in members]), condition=condition,
         )  # any order: a counted object tracks its members anyway, so order would only refuse values
         return self.wrap("{", body, "}")
 
@@ -1492,6 +1537,81 @@ def _merge(merged: dict[str, Any], branch: dict[str, Any]) -> dict[str, Any]:
 
 
 # Keywords that apply to one type only: for a value of another type they are vacuous.
+#: The internal key that carries a :class:`_Presence` from ``schema_node`` to ``type_object``
+#: (never a user's: ``constraints`` keeps only the specification's keywords).
+_PRESENCE = "$constrain:presence"
+_MAX_PRESENCE_NAMES = 8
+#: Keywords beside a presence condition that leave it exact (``_Walker.presence``).
+_PRESENCE_SIBLINGS = frozenset({"type", "properties", "required", "additionalProperties", "maxProperties"})
+
+
+@dataclass(frozen=True)
+class _Presence:
+    """A condition on which of ``names`` an object holds: the bit masks (bit i: ``names[i]``
+    present) for which it holds. ``required`` holds for every non-object, so the all-ones
+    mask also says whether other types pass."""
+
+    names: tuple[str, ...]
+    table: frozenset[int]
+
+    def clauses(self, index: dict[str, int], required: int, high: int | None) -> tuple[tuple[int, int], ...]:
+        """The table over member-set item bits: ``(present, absent)`` per row that the object's
+        own required members and ``maxProperties`` leave possible (a name with no item is absent)."""
+        out = []
+        for mask in sorted(self.table):
+            present = absent = 0
+            possible = True
+            for i, name in enumerate(self.names):
+                if mask >> i & 1:
+                    if name not in index:
+                        possible = False
+                        break
+                    present |= 1 << index[name]
+                elif name in index:
+                    absent |= 1 << index[name]
+            if possible and not absent & required and (high is None or bin(present | required).count("1") <= high):
+                out.append((present, absent))
+        return tuple(out)
+
+
+def _presence_names(schema: Any, names: list[str], depth: int) -> bool:
+    """Collect the member names a presence-only schema reads; False where it reads anything else."""
+    if isinstance(schema, bool):
+        return True
+    if not isinstance(schema, dict) or depth > 8:
+        return False
+    for key, value in schema.items():
+        if key == "required":
+            if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+                return False
+            names.extend(n for n in value if n not in names)
+        elif key == "not":
+            if not _presence_names(value, names, depth + 1):
+                return False
+        elif key in ("anyOf", "oneOf", "allOf"):
+            if not isinstance(value, list) or not value or not all(_presence_names(v, names, depth + 1) for v in value):
+                return False
+        elif key in _ASSERTIONS:
+            return False  # it constrains something else than which members are there
+    return True
+
+
+def _presence_holds(schema: Any, present: set[str]) -> bool:
+    """Whether an object holding exactly the members ``present`` (of the names read) satisfies it."""
+    if isinstance(schema, bool):
+        return schema
+    holds = all(n in present for n in schema.get("required", []))
+    if "not" in schema:
+        holds = holds and not _presence_holds(schema["not"], present)
+    if "anyOf" in schema:
+        holds = holds and any(_presence_holds(b, present) for b in schema["anyOf"])
+    if "oneOf" in schema:
+        holds = holds and sum(_presence_holds(b, present) for b in schema["oneOf"]) == 1
+    if "allOf" in schema:
+        holds = holds and all(_presence_holds(b, present) for b in schema["allOf"])
+    return holds
+
+
 _TYPE_KEYWORDS = frozenset({
     "minLength", "maxLength", "pattern", "format",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",

@@ -379,7 +379,7 @@ class ByteNFA(Shared):
         elif isinstance(node, MemberSet):
             required = len(node.required)
             result = (
-                not node.dependencies and not (node.ordered and node.repeats)
+                not node.dependencies and not node.condition and not (node.ordered and node.repeats)
                 and node.min_count <= required and (node.max_count is None or node.max_count >= required)
                 and self._nonempty(node.separator) and all(self._nonempty(node.items[i]) for i in node.required)
             )  # fmt: skip
@@ -739,7 +739,8 @@ class ByteNFA(Shared):
         # a repeat's bit (above the items') needs its item, like a dependency
         dependencies += tuple((1 << (n + j), 1 << i) for j, (i, _) in enumerate(node.repeats))
         spec = _SetSpec(n, sum(1 << i for i in node.required), node.min_count, node.max_count, cap, dependencies,
-                        node.ordered, node.extra is not None, tuple(i for i, _ in node.repeats))  # fmt: skip
+                        node.ordered, node.extra is not None, tuple(i for i, _ in node.repeats),
+                        node.condition)  # fmt: skip
         self._loops[hub] = (choose, hub, base, top)
         self.ops[push] = ("set_push", 0, None)
         self.ops[hub] = ("set_hub", 0, None, spec)
@@ -927,6 +928,7 @@ class _SetSpec:
 
     has_extra: bool
     repeats: tuple[int, ...] = ()  # per repeat, its item: bit items + j, and no member counted
+    condition: tuple[tuple[int, int], ...] = ()  # (present, absent) bit masks, one pair must hold at the end
 
     @property
     def width(self) -> int:
@@ -938,6 +940,8 @@ class _SetSpec:
             seen & self.required == self.required
             and count >= self.min_count
             and all(seen & needs == needs for bit, needs in self.dependencies if seen & bit)
+            and (not self.condition or any(seen & present == present and not seen & absent
+                                           for present, absent in self.condition))  # fmt: skip
         )
 
     def viable(self, seen: int, count: int) -> bool:
@@ -951,6 +955,25 @@ class _SetSpec:
         for bit, needs in self.dependencies:
             if seen & bit:
                 needed |= needs & ~seen
+        if self.condition:  # some pair must stay reachable: its absent items unseen, ever
+            return any(self._viable(seen, count, self._closed(seen, needed | present & ~seen), absent)
+                       for present, absent in self.condition if not seen & absent)  # fmt: skip
+        return self._viable(seen, count, needed, 0)
+
+    def _closed(self, seen: int, needed: int) -> int:
+        """``needed`` with what each needed or seen item's dependencies need, to a fixpoint."""
+        while True:
+            more = needed
+            for bit, needs in self.dependencies:
+                if (seen | more) & bit:
+                    more |= needs & ~seen
+            if more == needed:
+                return needed
+            needed = more
+
+    def _viable(self, seen: int, count: int, needed: int, absent: int) -> bool:
+        if needed & absent:
+            return False
         if self.ordered and needed and (needed & -needed).bit_length() <= seen.bit_length():
             return False  # a needed item lies before one already written
         total = count + bin(needed).count("1")
@@ -960,7 +983,7 @@ class _SetSpec:
             return True
         items = seen & ((1 << self.items) - 1)
         free = self.items - items.bit_length() if self.ordered else self.items - bin(items).count("1")
-        return count + free >= self.min_count
+        return count + free - bin(absent & ~seen).count("1") >= self.min_count
 
     def choices(self, seen: int, count: int) -> list[int]:
         """The items (and ``items`` for an extra) that may come next."""

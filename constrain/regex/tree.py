@@ -124,6 +124,10 @@ class MemberSet(_Composite):
     #: value), any number of them while item ``i`` has not come yet, which must then come.
     #: A parser keeps a repeated key's last value, so a *superset* of objects needs them.
     repeats: tuple[tuple[int, "Node"], ...] = ()
+    #: Which items may be present together (``oneOf``/``anyOf``/``not`` over ``required``): the
+    #: object ends only where the items seen match one ``(present, absent)`` pair of bit masks
+    #: exactly on those bits. Empty: no such condition.
+    condition: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
