@@ -38,7 +38,7 @@ test-fast: setup
 # A long differential-fuzzing run (the standing fuzz tests with many more examples).
 FUZZ_EXAMPLES ?= 100000
 fuzz: setup
-	CONSTRAIN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/test_fuzz_schema.py $(wildcard tests/test_fuzz_regex.py)
+	CONSTRAIN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/test_fuzz_schema.py $(wildcard tests/test_fuzz_regex.py) tests/test_fuzz_grammar.py
 
 # The peers are installed under a constraints file pinning torch, so none of them swaps the CPU build.
 $(VENV)/.bench-installed: $(VENV)/.installed
