@@ -243,9 +243,8 @@ def _strip_anchors(pattern: str) -> str:
 
     The ``^`` may follow the global flag groups (``(?i)^abc``): it is at the start of the text too.
     """
-    global_flags = _GLOBAL_FLAGS.match(pattern)
-    assert global_flags is not None  # a repeat of zero or more: it matches at least the empty string
-    flags = global_flags.end()
+    global_flags = _GLOBAL_FLAGS.match(pattern)  # a repeat of zero or more: it matches at least ""
+    flags = global_flags.end() if global_flags is not None else 0
     if pattern.startswith("^", flags):
         pattern = pattern[:flags] + pattern[flags + 1 :]
     if pattern.endswith("$"):
