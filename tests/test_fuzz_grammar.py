@@ -602,10 +602,6 @@ def _describe(verdict: bool | None) -> str:
 #: Known raw exceptions, reported and pinned by the strict xfails at the end of this module
 #: (``KNOWN_RAW_ERRORS``): (exception class, words of its message, whether lark builds the grammar).
 KNOWN_RAW_ERRORS = [
-    # lark builds a parser whose lexer compiles lazily, then every parse raises re.error;
-    # constrain compiles that lexer at once and lets the re.error out (/(?i)a/, /(?P<T>a)/)
-    (re.error, "global flags not at the start", True),
-    (re.error, "redefinition of group name", True),
     # lark's terminal-collision check (interegular) crashes on a regex comment (/a(?#c)b/), and
     # constrain lets lark's AttributeError out instead of a GrammarError
     (AttributeError, "object has no attribute 'simplify'", False),
@@ -1118,15 +1114,14 @@ def test_generated_regex_terminals_agree_with_lark(
 # and the fuzzers step around exactly these (``KNOWN_RAW_ERRORS``) so the suite stays green.
 
 
-@pytest.mark.xfail(strict=True, raises=re.error, reason="known bug: constrain lets re.error out (KNOWN_RAW_ERRORS)")
 @pytest.mark.parametrize("grammar", ["start: T\nT: /(?i)a/", "start: T\nT: /(?P<T>a)/"])
 def test_a_terminal_lark_cannot_lex_is_a_grammar_error(
     fuzz_compilers: dict[str, tuple[constrain.Compiler, object]], grammar: str
 ) -> None:
     """lark builds these (its lexer compiles lazily), then every parse raises ``re.error``: inline
     global flags inside lark's ``(?P<T>...)`` group, a group named like the terminal. A grammar
-    nothing can lex must be refused by name (GrammarError, terminal T); constrain raises the
-    ``re.error`` while building its lexer contexts."""
+    nothing can lex must be refused by name (GrammarError, terminal T); constrain let the
+    ``re.error`` out while building its lexer contexts (found by this fuzzer)."""
     parser = lark.Lark(grammar, parser="lalr")
     with pytest.raises(re.error):
         parser.parse("a")

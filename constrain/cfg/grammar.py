@@ -550,6 +550,17 @@ class CompiledGrammar:
                     )
 
 
+def _unlexable(terminals: Iterable[Any]) -> str | None:
+    """The first terminal whose regex fails inside the named group lark's scanner puts it in
+    (inline global flags not at the start, a group named like the terminal)."""
+    for terminal in terminals:
+        try:
+            re.compile(f"(?P<{terminal.name}>{terminal.pattern.to_regexp()})")
+        except re.error:
+            return str(terminal.name)
+    return None
+
+
 def _lark_order(terminals: Iterable[Any]) -> list[str]:
     """Terminal names in the order lark's BasicLexer tries them (priority, width, length, name)."""
     def rank(t: Any) -> tuple[int, int, int, str]:
@@ -559,7 +570,12 @@ def _lark_order(terminals: Iterable[Any]) -> list[str]:
 
 
 def _context_spec(basic: Any, index: dict[str, int]) -> LexerContext:
-    scanner = basic.scanner  # building it also sets basic.callback (lark's "unless" renames)
+    try:
+        scanner = basic.scanner  # building it also sets basic.callback (lark's "unless" renames)
+    except re.error as exc:  # lark compiles its lexer lazily, so its own parse would fail on every text
+        raise GrammarError(
+            f"no lexer can be built for this grammar: {exc}", terminal=_unlexable(basic.terminals)
+        ) from None
     order = tuple(index[t.name] for t in scanner.terminals)
     unless = []
     for name, callback in sorted(basic.callback.items()):
