@@ -42,9 +42,9 @@ Everything is judged by lark alone:
 Two vocabularies: SmolLM2 (byte-level BPE) and Mistral (SentencePiece with byte fallback).
 Documented differences are skipped by narrow predicates naming their doc and counted (run
 with ``-s`` for the counts and examples): text with bytes no token has (docs/design.md),
-dead ends of walks (docs/cfg.md, "Limits": viability looks one terminal ahead), empty loops
-and case-insensitive classes beyond ASCII (docs/cfg.md, "Regex corners"). Bugs found are
-strict xfails at the end, with their reproductions.
+dead ends of walks (docs/cfg.md, "Limits": viability looks one terminal ahead) and
+case-insensitive classes beyond ASCII (docs/cfg.md, "Regex corners"). What the fuzzers found
+is pinned at the end by minimal reproductions.
 
 The standing tests run a bounded, derandomized number of examples; set
 ``CONSTRAIN_FUZZ_EXAMPLES`` (``make fuzz``) for a long run, and ``CONSTRAIN_FUZZ_SEED``
@@ -593,7 +593,6 @@ class Tally:
     grammars: int = 0
     lark_refused: int = 0
     documented_refusals: int = 0
-    known_raw_errors: int = 0
     limits: int = 0
     compiled: int = 0
     guiding_limits: int = 0
@@ -639,20 +638,6 @@ def _describe(verdict: bool | None) -> str:
     return "accepts" if verdict else "refuses"
 
 
-#: Known raw exceptions, reported and pinned by the strict xfails at the end of this module
-#: (``KNOWN_RAW_ERRORS``): (exception class, words of its message, whether lark builds the grammar).
-KNOWN_RAW_ERRORS = [
-    # lark's terminal-collision check (interegular) crashes on a regex comment (/a(?#c)b/), and
-    # constrain lets lark's AttributeError out instead of a GrammarError
-    (AttributeError, "object has no attribute 'simplify'", False),
-]
-
-
-def _known_raw_error(error: BaseException, lark_builds: bool) -> bool:
-    return any(isinstance(error, kind) and words in str(error) and lark_builds == builds
-               for kind, words, builds in KNOWN_RAW_ERRORS)  # fmt: skip
-
-
 def compile_like_lark(
     tally: Tally, compiler: constrain.Compiler, text: str, label: str, *, always_accept: tuple[str, ...] = (),
     documented: Callable[[ConstrainError], bool] = lambda error: False,
@@ -681,9 +666,6 @@ def compile_like_lark(
             tally.documented_refusals += 1
         return None
     except Exception as error:
-        if _known_raw_error(error, parser is not None) and not usable:
-            tally.known_raw_errors += 1
-            return None
         raise AssertionError(f"a raw {type(error).__name__} ({error}), not a ConstrainError:\n{label}") from error
     elapsed = time.monotonic() - began
     assert elapsed <= COMPILE_BOUND_S, f"compiled in {elapsed:.1f} s, past timeout_s={LIMITS.timeout_s}:\n{label}"
@@ -984,8 +966,7 @@ _REFUSED_OPS = {"ASSERT": "lookaround", "ASSERT_NOT": "lookaround", "AT": "ancho
 
 def regex_features(pattern: str, flags: int = 0) -> set[str]:
     """What of docs/cfg.md's "Regex corners" a pattern uses, by the standard library's own parser:
-    refused constructs, ``empty loop`` (a repeat of something that can match empty, where the
-    guide follows Pike-VM rather than sre), ``ignorecase`` (classes beyond ASCII may differ)."""
+    refused constructs, and ``ignorecase`` (classes beyond ASCII may differ)."""
     import re._parser as sre_parse  # the parser lark's re uses
 
     found: set[str] = set()
@@ -1000,10 +981,7 @@ def regex_features(pattern: str, flags: int = 0) -> set[str]:
             if name in _REFUSED_OPS:
                 found.add(_REFUSED_OPS[name])
             if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-                low, high, body = arg
-                if body.getwidth()[0] == 0 and high != 1:
-                    found.add("empty loop")
-                visit(body)
+                visit(arg[2])
             elif name == "SUBPATTERN":
                 if arg[1] & re.IGNORECASE:
                     found.add("ignorecase")
@@ -1086,12 +1064,8 @@ def check_regex_terminal(compiler: constrain.Compiler, tokenizer: object, piece:
     features = regex_features(terminal.pattern.to_regexp())
 
     def documented(candidate: str) -> str | None:
-        # docs/cfg.md, "Regex corners": empty loops follow Pike-VM, not sre (where that makes
-        # the guide accept what lark refuses, it is a soundness bug all the same: reported, and
-        # pinned by test_an_empty_branch_ends_a_star_as_in_sre); case-insensitive classes beyond
-        # ASCII are recomputed and may differ in exotic cases
-        if "empty loop" in features:
-            return "empty loop"
+        # docs/cfg.md, "Regex corners": case-insensitive classes beyond ASCII are recomputed
+        # and may differ in exotic cases
         if "ignorecase" in features and not candidate.isascii():
             return "ignorecase beyond ASCII"
         return None
@@ -1172,8 +1146,7 @@ def test_generated_regex_terminals_agree_with_lark(
 
 # ---------------------------------------------------------------------- what the fuzzers found
 #
-# Known bugs (not fixed here: reported). Each is a strict xfail with its minimal reproduction,
-# and the fuzzers step around exactly these (``KNOWN_RAW_ERRORS``) so the suite stays green.
+# Minimal reproductions of the bugs these fuzzers found, fixed since.
 
 
 @pytest.mark.parametrize("grammar", ["start: T\nT: /(?i)a/", "start: T\nT: /(?P<T>a)/"])
@@ -1192,41 +1165,36 @@ def test_a_terminal_lark_cannot_lex_is_a_grammar_error(
     assert caught.value.terminal == "T"
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason="known bug: lark's AttributeError leaks (KNOWN_RAW_ERRORS)")
 def test_a_regex_comment_in_a_terminal_is_no_raw_exception(
     fuzz_compilers: dict[str, tuple[constrain.Compiler, object]],
 ) -> None:
-    """``(?#...)`` is valid Python regex syntax. lark's terminal-collision check (interegular,
-    installed with lark here) crashes on it with an AttributeError, and constrain's grammar
-    build passes it on raw. Compiling it, or a GrammarError naming T, would both do."""
+    """``(?#...)`` is valid Python regex syntax, but lark's terminal-collision check (interegular,
+    installed with lark here) crashes on it with an AttributeError, so lark builds no parser.
+    constrain passed that AttributeError on raw; it is a GrammarError naming T now."""
     grammar = "start: T\nT: /a(?#c)b/"
     with pytest.raises(AttributeError):
         lark.Lark(grammar, parser="lalr")  # lark's own crash: the oracle refuses it too
-    try:
+    with pytest.raises(GrammarError) as caught:
         fuzz_compilers["smollm2"][0].grammar(grammar, limits=LIMITS)
-    except GrammarError as error:
-        assert error.terminal == "T"
+    assert caught.value.terminal == "T" and "(?#" in str(caught.value)
 
 
-@pytest.mark.xfail(strict=True, reason="known wart: the message spells the rule as lark's Token('RULE', 'start')")
 def test_an_unspellable_terminal_names_its_rule_plainly(
     fuzz_compilers: dict[str, tuple[constrain.Compiler, object]],
 ) -> None:
-    """A %declared terminal is refused (docs/cfg.md: it cannot be produced); the message should say
-    rule 'start', as the other GrammarErrors do, not ``rule Token('RULE', 'start')``."""
+    """A %declared terminal is refused (docs/cfg.md: it cannot be produced); the message says
+    rule 'start', as the other GrammarErrors do (it used to spell lark's ``Token('RULE', 'start')``)."""
     with pytest.raises(GrammarError) as caught:
         fuzz_compilers["smollm2"][0].grammar('start: A | "b"\n%declare A', limits=LIMITS)
-    assert caught.value.terminal == "A"
+    assert caught.value.terminal == "A" and "%declare" in str(caught.value)
     assert "Token(" not in str(caught.value) and type(caught.value.rule) is str, str(caught.value)
 
 
-@pytest.mark.xfail(strict=True, reason="known soundness bug (docs/cfg.md, 'Regex corners': empty loops follow "
-                   "Pike-VM, not sre): the guide accepts a text lark refuses")  # fmt: skip
 def test_an_empty_branch_ends_a_star_as_in_sre(fuzz_compilers: dict[str, tuple[constrain.Compiler, object]]) -> None:
     """In sre an iteration that matched empty ends the loop: ``re.match(r"(|.)*b", "bb")`` is
     ``"b"`` (the empty branch, then ``b``), so lark lexes "bb" as T "b" plus a "b" no rule takes,
-    and refuses it. The guide reads "bb" as one T (after the empty branch it lets the loop take
-    ``.`` before the exit) and accepts it, byte by byte and token by token."""
+    and refuses it. The guide used to read "bb" as one T (a Pike VM drops the thread that comes
+    back to the loop after the empty branch, and lets ``.`` take the byte) and accepted it."""
     grammar = "start: T\nT: /(|.)*b/"
     assert re.match(r"(|.)*b", "bb").group(0) == "b"  # type: ignore[union-attr]
     assert lark_judge(lark.Lark(grammar, parser="lalr"))("bb") is False

@@ -543,11 +543,13 @@ class CompiledGrammar:
         for rule in rules:
             for symbol in rule.expansion:
                 if symbol.is_term and symbol.name not in productive and rule.origin.name in reachable:
-                    raise GrammarError(
-                        "this terminal matches no string spellable with the vocabulary's bytes",
-                        rule=rule.origin.name,
-                        terminal=symbol.name,
+                    why = (
+                        "this terminal matches no string spellable with the vocabulary's bytes"
+                        if symbol.name in self.terminal_defs
+                        else "this terminal is only %declared: it has no pattern, so it cannot be generated"
                     )
+                    # lark's names are its Token class (a str subclass): hand out plain strings
+                    raise GrammarError(why, rule=str(rule.origin.name), terminal=str(symbol.name))
 
 
 def _unlexable(terminals: Iterable[Any]) -> str | None:
@@ -587,6 +589,8 @@ def _context_spec(basic: Any, index: dict[str, int]) -> LexerContext:
 
 _UNDEFINED = re.compile(r"undefined rule: NonTerminal\('([^']+)'\)|Rule '([^']+)' used but not defined")
 _COLLISION = re.compile(r"Reduce/Reduce collision in Terminal\('([^']+)'\)")
+#: A terminal definition (``NAME: ...`` or ``NAME.2: ...``) whose line holds a regex comment.
+_COMMENTED_TERMINAL = re.compile(r"^\s*([A-Z_][A-Z_0-9]*)(?:\.-?\d+)?\s*:.*\(\?#", re.M)
 _RULE_IN_COLLISION = re.compile(r"-\s*<([^:>\s]+)\s*:")
 
 
@@ -679,3 +683,14 @@ def _build_lark(text: str, start: str, always_accept: tuple[str, ...] = ()) -> l
         raise GrammarError(f"invalid grammar: an %import names no grammar lark can find ({exc})") from None
     except (KeyError, ValueError, AssertionError) as exc:
         raise GrammarError(f"invalid grammar: {type(exc).__name__}: {exc}") from None
+    except AttributeError as exc:
+        # lark's terminal-collision check hands every pattern to interegular, whose parser
+        # crashes on some valid Python syntax (a regex comment, ``(?#...)``): lark itself
+        # cannot build such a grammar, so neither can a guide that reproduces it
+        commented = _COMMENTED_TERMINAL.search(text)
+        raise GrammarError(
+            f"lark cannot build this grammar: its terminal-collision check (interegular) failed on a "
+            f"terminal's pattern ({type(exc).__name__}: {exc}); regex comments (?#...) cause this, "
+            "remove them",
+            terminal=commented.group(1) if commented else None,
+        ) from None

@@ -10,7 +10,8 @@ priority (``NAME`` vs ``"select"``) hides it and renames its own match when the
 whole lexeme equals the string (lark's "unless" callback).
 
 :class:`LexerDFA` reproduces both. A state is an *ordered* tuple of NFA
-threads (Pike-VM order = backtracking order); when a thread reaches its accept
+threads (Pike-VM order = backtracking order, once the NFA has sre's rule for
+repeats that match empty built in: :meth:`PriorityNFA._repeat`); when a thread reaches its accept
 state, every lower-priority thread is cut, because backtracking would never get
 to them: what remains are the higher-priority threads that could still produce a
 preferred (longer) match. The state also records the match found at this

@@ -108,6 +108,8 @@ class PriorityNFA:
         self._classes: list[tuple[bool, ...]] = []
         self._class_of: dict[int, int] = {}
         self._asserts: dict[int, tuple[int, bool]] = {}
+        #: entry state of each fragment built by _copies (and of its clones) → its state count.
+        self._sizes: dict[int, int] = {}
 
     def add_terminal(self, index: int, pattern: str, flags: int = 0, *, name: str = "") -> tuple[int, int]:
         """Build ``pattern`` as terminal ``index`` (``name`` is for messages); returns (entry, accept) states.
@@ -349,26 +351,70 @@ class PriorityNFA:
     def _repeat(
         self, body: list[tuple[Any, Any]], low: int, high: int | None, greedy: bool, flags: int
     ) -> tuple[int, int]:
-        # One copy of the body per count: ``low`` required ones, then ``high - low`` optional
-        # ones, or a single looping one.
-        fragments = self._copies(body, flags, low + 1 if high is None else high)
+        """One copy of the body per count: ``low`` required ones, then ``high - low``
+        optional ones, or a single looping one.
+
+        sre ends a repeat after an *optional* iteration that matched empty: it tries
+        another one only where the text moved on since the last one began (its
+        zero-width protection), and otherwise goes on with what follows the repeat.
+        So ``re.match("(|.)*b", "bb")`` is ``"b"``: the empty branch comes first, ends
+        the loop, and ``b`` matches. A Pike VM would drop that thread as a repeat visit
+        of the loop and let ``.`` take the first byte. Where the body can match empty,
+        each optional copy is therefore entered through a *shadow* of itself (see
+        :meth:`_shadow`) whose exit leads out of the repeat: only a path that has read
+        a byte crosses into the real copy and may loop.
+        """
+        optional = 1 if high is None else high - low
+        fragments = self._copies(body, flags, low + optional)
+        exit_ = self._state()
+        looped = fragments[low:]
+        # (where to enter an optional copy, the copy): shadows are cloned before any wiring
+        starts = [(start, (start, end)) for start, end in looped]
+        if looped and self._nullable(*looped[0]):
+            shadows = self._clones(fragments[0], optional)
+            starts = [(self._shadow(copy, shadow, exit_), copy) for shadow, copy in zip(shadows, looped)]
         entry = current = self._state()
         for start, end in fragments[:low]:
             self.eps[current].append(start)
             current = end
-        exit_ = self._state()
         if high is None:
             loop = self._state()
-            start, end = fragments[low]
+            start, (_, end) = starts[0]
             self.eps[current].append(loop)
             self.eps[loop].extend([start, exit_] if greedy else [exit_, start])
             self.eps[end].append(loop)
             return entry, exit_
-        for start, end in fragments[low:]:
+        for start, (_, end) in starts:
             self.eps[current].extend([start, exit_] if greedy else [exit_, start])
             current = end
         self.eps[current].append(exit_)
         return entry, exit_
+
+    def _nullable(self, entry: int, exit_: int) -> bool:
+        """Whether a fragment matches the empty string (its exit is reachable by epsilon edges)."""
+        seen, stack = {entry}, [entry]
+        while stack:
+            for q in self.eps[stack.pop()]:
+                if q == exit_:
+                    return True
+                if q not in seen:
+                    seen.add(q)
+                    stack.append(q)
+        return False
+
+    def _shadow(self, fragment: tuple[int, int], shadow: tuple[int, int], leave: int) -> int:
+        """Turn ``shadow``, a clone of ``fragment``, into its not-yet-read-a-byte half.
+
+        Every byte edge of the shadow crosses into the same state of ``fragment`` (both
+        are clones of one build, so a state's twin is at a fixed offset), and its exit
+        goes to ``leave``; returns the shadow's entry.
+        """
+        offset = fragment[0] - shadow[0]
+        for q in range(shadow[0], shadow[0] + self._sizes[shadow[0]]):
+            if self.edges[q]:
+                self.edges[q] = [(lo, hi, t + offset) for lo, hi, t in self.edges[q]]
+        self.eps[shadow[1]].append(leave)
+        return shadow[0]
 
     def _copies(self, body: list[tuple[Any, Any]], flags: int, count: int) -> list[tuple[int, int]]:
         """``count`` unconnected fragments matching ``body``: one built, the others copies of it.
@@ -384,10 +430,19 @@ class PriorityNFA:
             return []
         base = len(self.eps)
         entry, exit_ = self._seq(body, flags)
-        top = len(self.eps)
-        self._reserve((top - base) * (count - 1))
-        fragments = [(entry, exit_)]
-        for _ in range(count - 1):
+        if entry != base:  # pragma: no cover - _seq makes its entry first
+            raise RuntimeError("a fragment must start with its entry state")
+        self._sizes[base] = len(self.eps) - base
+        return [(entry, exit_), *self._clones((entry, exit_), count - 1)]
+
+    def _clones(self, fragment: tuple[int, int], count: int) -> list[tuple[int, int]]:
+        """``count`` copies of a fragment made by :meth:`_copies`, as slices of its tables."""
+        entry, exit_ = fragment
+        size = self._sizes[entry]
+        self._reserve(size * count)
+        base, top = entry, entry + size
+        fragments = []
+        for _ in range(count):
             offset = len(self.eps) - base
             for q in range(base, top):
                 self.eps.append([t + offset for t in self.eps[q]])
@@ -399,6 +454,7 @@ class PriorityNFA:
             for marks in mark_tables:
                 if marks:
                     marks.update({q + offset: v for q, v in marks.items() if base <= q < top})
+            self._sizes[entry + offset] = size
             fragments.append((entry + offset, exit_ + offset))
         return fragments
 
