@@ -224,12 +224,25 @@ class WalkTables:
     ``first_byte_start[b]:first_byte_start[b + 1]`` are the rows starting with
     byte ``b``. A token index walks all tokens that start with an allowed byte in
     one numpy step per byte position, instead of a Python loop over the vocabulary.
+
+    For :class:`ClassSplit`, the same bytes flat: every byte after a token's first
+    (``later_row``, ``later_pos``, ``later_byte``, in row then position order, so a
+    row's first hit in a mask over them is its earliest), the rows' bytes
+    (``pieces``), and ``broken[k, start]``: the first position from ``start`` (0 or
+    1) where reading whole UTF-8 characters fails (a lone continuation byte, an
+    invalid or cut-off sequence), or -1. Those depend on the token alone, so they
+    are computed once per vocabulary, not once per class pair.
     """
 
     ids: NDArray[np.int32]
     matrix: NDArray[np.uint8]
     lengths: NDArray[np.int32]
     first_byte_start: NDArray[np.int64]
+    pieces: tuple[bytes, ...]
+    later_row: NDArray[np.int32]
+    later_pos: NDArray[np.int32]
+    later_byte: NDArray[np.uint8]
+    broken: NDArray[np.int32]
 
     @classmethod
     def build(cls, token_bytes: Sequence[bytes | None]) -> "WalkTables":
@@ -241,13 +254,40 @@ class WalkTables:
         matrix = np.zeros((len(items), width), dtype=np.uint8)
         lengths = np.empty(len(items), dtype=np.int32)
         ids = np.empty(len(items), dtype=np.int32)
+        broken = np.full((len(items), 2), -1, dtype=np.int32)
         for k, (b, i) in enumerate(items):
             matrix[k, : len(b)] = np.frombuffer(b, dtype=np.uint8)
             lengths[k] = len(b)
             ids[k] = i
+            if not b.isascii():
+                broken[k] = [_utf8_break(b, 0), _utf8_break(b, 1)]
         first = matrix[:, 0] if len(items) else np.zeros(0, dtype=np.uint8)
         first_byte_start = np.searchsorted(first, np.arange(257), side="left").astype(np.int64)
-        return cls(ids, matrix, lengths, first_byte_start)
+        later = np.arange(width)[None, 1:] < lengths[:, None]
+        later_row, later_pos = np.nonzero(later)
+        later_pos = later_pos + 1
+        return cls(
+            ids, matrix, lengths, first_byte_start, tuple(b for b, _ in items), later_row.astype(np.int32),
+            later_pos.astype(np.int32), matrix[later_row, later_pos], broken,
+        )  # fmt: skip
+
+
+def _utf8_break(piece: bytes, k: int) -> int:
+    """The first position from ``k`` where ``piece`` stops being whole UTF-8 characters, or -1."""
+    while k < len(piece):
+        byte = piece[k]
+        if byte < 0x80:
+            k += 1
+            continue
+        size = 2 if 0xC2 <= byte <= 0xDF else 3 if 0xE0 <= byte <= 0xEF else 4 if 0xF0 <= byte <= 0xF4 else 0
+        try:
+            if not size or k + size > len(piece):
+                return k  # a lone continuation byte, or a character cut off by the token's end
+            piece[k : k + size].decode("utf-8")  # overlong forms and surrogates are not characters
+        except UnicodeDecodeError:
+            return k
+        k += size
+    return -1
 
 
 @dataclass(frozen=True)
@@ -269,52 +309,30 @@ class ClassSplit:
     def build(
         cls, tables: "WalkTables", first: bytes, rest: bytes, *, utf8: bool = False, utf8_first: bool = False
     ) -> "ClassSplit":
+        # All in whole-vocabulary array steps (a Python loop per token cost 30-80 ms a pair,
+        # and real schemas meet a hundred pairs): where each token first leaves the loop.
         given = np.frombuffer(first, dtype=np.uint8).astype(bool)
         opened = given | ((np.arange(256) >= 0xC2) & (np.arange(256) <= 0xF4)) if utf8_first else given
         stays = np.frombuffer(rest, dtype=np.uint8).astype(bool)
-        rows = np.flatnonzero(opened[tables.matrix[:, 0]]) if tables.ids.size else np.zeros(0, dtype=np.int64)
-        later = tables.matrix[rows, 1:]
-        within = np.arange(later.shape[1]) < (tables.lengths[rows, None] - 1)
-        leaves = ~stays[later] & within
-        if utf8:  # non-ASCII bytes are read a character at a time, below
-            leaves &= later < 0x80
-            scan = ((later >= 0x80) & within).any(axis=1) | ~given[tables.matrix[rows, 0]]
-        else:
-            scan = np.zeros(rows.size, dtype=bool)
-        left = cast("NDArray[np.bool_]", leaves.any(axis=1))  # one flag per row: an array, never a scalar
-        at = (leaves.argmax(axis=1) + 1).tolist()  # the first byte outside ``rest``, from the token's start
-        ends: list[int | None] = [k if out else None for k, out in zip(at, left.tolist())]
-        for j in np.flatnonzero(scan).tolist():
-            r = int(rows[j])
-            piece = bytes(tables.matrix[r, : tables.lengths[r]])
-            # a byte of ``first`` led into the loop; a lead byte (``utf8_first``) starts a character in it
-            ends[j] = _leaves_loop(piece, 1 if given[piece[0]] else 0, stays)
-        inside = [int(tables.ids[r]) for r, end in zip(rows.tolist(), ends) if end is None]
-        suffixes = [
-            (bytes(tables.matrix[r, end : tables.lengths[r]]), int(tables.ids[r]))
-            for r, end in zip(rows.tolist(), ends) if end is not None
-        ]  # fmt: skip
-        return cls(opened, np.sort(np.asarray(inside, dtype=np.int32)), TokenTrie.build(suffixes))
-
-
-def _leaves_loop(piece: bytes, k: int, stays: NDArray[np.bool_]) -> int | None:
-    """Where ``piece`` leaves a loop that takes the bytes of ``stays`` and whole UTF-8 characters."""
-    while k < len(piece):
-        byte = piece[k]
-        if byte < 0x80:
-            if not stays[byte]:
-                return k
-            k += 1
-            continue
-        size = 2 if 0xC2 <= byte <= 0xDF else 3 if 0xE0 <= byte <= 0xEF else 4 if 0xF0 <= byte <= 0xF4 else 0
-        try:
-            if not size or k + size > len(piece):
-                return k  # a lone continuation byte, or a character cut off by the token's end
-            piece[k : k + size].decode("utf-8")  # overlong forms and surrogates are not characters
-        except UnicodeDecodeError:
-            return k
-        k += size
-    return None
+        taken = opened[tables.matrix[:, 0]] if tables.ids.size else np.zeros(0, dtype=bool)
+        leaves = taken[tables.later_row] & ~stays[tables.later_byte]
+        if utf8:  # non-ASCII bytes are read a character at a time: see ``broken``
+            leaves &= tables.later_byte < 0x80
+        hits = np.flatnonzero(leaves)
+        end = np.full(taken.size, np.iinfo(np.int32).max, dtype=np.int64)
+        rows, first_hit = np.unique(tables.later_row[hits], return_index=True)
+        end[rows] = tables.later_pos[hits[first_hit]]
+        if utf8:
+            # a byte of ``first`` led into the loop (characters are read from position 1);
+            # a lead byte (``utf8_first``) starts a character in it (from position 0)
+            start = np.where(given[tables.matrix[:, 0]], 1, 0) if tables.ids.size else np.zeros(0, dtype=np.int64)
+            broken = tables.broken[np.arange(taken.size), start]
+            end = np.where(broken >= 0, np.minimum(end, broken), end)
+        stay = taken & (end == np.iinfo(np.int32).max)
+        cut = np.flatnonzero(taken & ~stay)
+        pieces, ids = tables.pieces, tables.ids
+        suffixes = [(pieces[r][e:], i) for r, e, i in zip(cut.tolist(), end[cut].tolist(), ids[cut].tolist())]
+        return cls(opened, np.sort(ids[stay]).astype(np.int32), TokenTrie.build(suffixes))
 
 
 @dataclass(frozen=True)
