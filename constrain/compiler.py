@@ -23,7 +23,8 @@ from .errors import ConfigurationError, ConstrainError
 from .json_schema.to_grammar import schema_to_grammar
 from .json_schema.refs import References
 from .json_schema.to_regex import SchemaOptions, load_schema, recursive_refs, schema_walk
-from .regex.automaton import ByteNFA, LazyDFA, Limits
+from .regex.automaton import ByteNFA, LazyDFA
+from .core.limits import Limits
 from .regex.guide import RegexGuide
 from .regex.index import TokenIndex
 from .regex.parse import literal_choice, parse_regex
@@ -159,11 +160,11 @@ class Compiler:
         A grammar without recursion compiles to the regex backend (one automaton for the
         whole language); a recursive one to the CFG backend, with every recursion-free
         stretch as one regex terminal (``guide.backend`` says which). Raises
-        :class:`~constrain.GrammarError` (a :class:`~constrain.cfg.gbnf.GBNFError`, with
+        :class:`~constrain.GrammarError` (a :class:`~constrain.gbnf.GBNFError`, with
         ``rule`` and ``line``) for syntax errors, undefined rules, left recursion and
         grammars lark's LALR cannot take; ``docs/cfg.md`` ("GBNF") lists what is supported.
         """
-        from .cfg.gbnf import translate_gbnf
+        from .gbnf import translate_gbnf
 
         limits = limits or self.limits
         translation = translate_gbnf(text, start)

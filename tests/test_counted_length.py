@@ -20,7 +20,8 @@ import pytest
 
 import constrain
 from constrain.json_schema.to_regex import SchemaOptions, schema_walk
-from constrain.regex.automaton import ByteNFA, LazyDFA, Limits
+from constrain.regex.automaton import ByteNFA, LazyDFA
+from constrain.core.limits import Limits
 from constrain.regex.guide import RegexGuide
 from constrain.regex.index import TokenIndex
 from constrain.regex.tree import Intersect, Length, Node

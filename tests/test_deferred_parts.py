@@ -19,7 +19,8 @@ import pytest
 import constrain
 from constrain.json_schema.to_regex import SchemaOptions, schema_walk
 from constrain.regex import automaton
-from constrain.regex.automaton import ByteNFA, LazyDFA, Limits
+from constrain.regex.automaton import ByteNFA, LazyDFA
+from constrain.core.limits import Limits
 from constrain.testing import accepts, finished_walks, tokenize_continuation
 
 

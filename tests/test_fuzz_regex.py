@@ -42,7 +42,8 @@ from hypothesis import strategies as st
 
 from constrain.errors import LimitExceededError, NonRegularPatternError, PatternError
 from constrain.regex.algebra import DEAD
-from constrain.regex.automaton import ByteNFA, LazyDFA, Limits
+from constrain.regex.automaton import ByteNFA, LazyDFA
+from constrain.core.limits import Limits
 from constrain.regex.parse import _charset, parse_regex
 
 EXAMPLES = int(os.environ.get("CONSTRAIN_FUZZ_EXAMPLES", "250"))

@@ -33,7 +33,8 @@ from oracles import ExactValidator
 import constrain
 from constrain.json_schema.to_regex import SchemaOptions, schema_walk
 from constrain.regex.algebra import DEAD
-from constrain.regex.automaton import ByteNFA, LazyDFA, Limits
+from constrain.regex.automaton import ByteNFA, LazyDFA
+from constrain.core.limits import Limits
 
 EXAMPLES = int(os.environ.get("CONSTRAIN_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 import constrain
-from constrain.cfg.gbnf import (
+from constrain.gbnf import (
     AnyChar, CharClass, Choice, Expr, GBNFError, GBNFGrammar, Literal, Reference, Repetition, Sequence, parse_gbnf,
 )  # fmt: skip
 from constrain.errors import GrammarError, LimitExceededError
-from constrain.regex.automaton import Limits
+from constrain.core.limits import Limits
 from constrain.testing import accepts, random_walk, token_text, tokenize_continuation
 
 DATA = Path(__file__).parent / "data" / "gbnf"
@@ -320,7 +320,7 @@ def test_compiled_guides_are_cached(small: constrain.Compiler) -> None:
 )
 def test_errors_name_the_rule_and_line(grammar: str, rule: str | None, line: int, message: str) -> None:
     with pytest.raises(GBNFError, match=re.escape(message)) as info:
-        constrain.cfg.gbnf.translate_gbnf(grammar)
+        constrain.gbnf.translate_gbnf(grammar)
     assert info.value.rule == rule
     assert info.value.line == line
     assert f"line {line}" in str(info.value)

@@ -13,7 +13,8 @@ from pydantic import BaseModel, Field
 import constrain
 from constrain.json_schema import to_regex
 from constrain.json_schema.to_regex import SchemaOptions, schema_walk
-from constrain.regex.automaton import ByteNFA, LazyDFA, Limits
+from constrain.regex.automaton import ByteNFA, LazyDFA
+from constrain.core.limits import Limits
 from constrain.testing import accepts, finished_walks, random_walk, token_text, tokenize_continuation
 
 

@@ -37,8 +37,14 @@ SOURCES = sorted(PACKAGE.rglob("*.py"))
 # (package, packages it must never import)
 LAYERS = [
     ("constrain.core", ("constrain.regex", "constrain.cfg", "constrain.json_schema", "constrain.integrations")),
-    ("constrain.regex", ("constrain.cfg", "constrain.json_schema", "constrain.integrations", "constrain.compiler")),
-    ("constrain.cfg", ("constrain.json_schema", "constrain.integrations", "constrain.compiler")),
+    # the two backends are siblings over the core: neither imports the other
+    ("constrain.regex", ("constrain.cfg", "constrain.json_schema", "constrain.integrations", "constrain.compiler",
+                         "constrain.skeleton", "constrain.gbnf")),
+    ("constrain.cfg", ("constrain.regex", "constrain.json_schema", "constrain.integrations", "constrain.compiler",
+                       "constrain.skeleton", "constrain.gbnf")),
+    # the front ends that write grammars over regex terminals sit above both
+    ("constrain.skeleton", ("constrain.cfg", "constrain.json_schema", "constrain.integrations", "constrain.compiler")),
+    ("constrain.gbnf", ("constrain.json_schema", "constrain.integrations", "constrain.compiler")),
     ("constrain.json_schema", ("constrain.integrations", "constrain.compiler")),
 ]
 

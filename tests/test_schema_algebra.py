@@ -18,7 +18,8 @@ from oracles import ExactValidator
 
 import constrain
 from constrain.json_schema.to_regex import SchemaOptions, schema_walk
-from constrain.regex.automaton import ByteNFA, LazyDFA, Limits
+from constrain.regex.automaton import ByteNFA, LazyDFA
+from constrain.core.limits import Limits
 from constrain.testing import accepts, random_walk, token_text, tokenize_continuation
 
 BANK = [

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..regex.automaton import Limits
+from ..core.limits import Limits
 from ..vocabulary import Vocabulary
 from .errors import GrammarError
 from .grammar import BUNDLED_OPTIONS, CompiledGrammar, bundled_grammars, lark_parser, load_grammar_source

@@ -34,7 +34,7 @@ from lark.parsers.lalr_analysis import Shift
 
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
-from ..regex.automaton import Limits
+from ..core.limits import Limits
 from ..vocabulary import Vocabulary
 from .errors import GrammarError
 from .lexer import EmitTable, LexerContext, LexerDFA

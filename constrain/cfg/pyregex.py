@@ -37,8 +37,8 @@ from functools import lru_cache
 from typing import Any, Iterable, cast
 
 from ..errors import LimitExceededError
-from ..regex.automaton import Limits
-from ..regex.utf8 import MAX_CODEPOINT, add_utf8_trie, byte_runs, clip_to_runs, complement_ranges
+from ..core.limits import Limits
+from ..core.utf8 import MAX_CODEPOINT, add_utf8_trie, byte_runs, clip_to_runs, complement_ranges
 
 if sys.version_info >= (3, 11):
     from re import _constants as sre_c

@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..regex.automaton import Limits
+from ..core.limits import Limits
 from ..vocabulary import Vocabulary
 from .errors import GrammarError
 from .grammar import BUNDLED_OPTIONS, CompiledGrammar, lark_parser, load_grammar_source

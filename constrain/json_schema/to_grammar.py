@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cfg.skeleton import has_rule_ref, lark_repeat, nullable
+from ..skeleton import has_rule_ref, lark_repeat, nullable
 from ..regex.tree import EMPTY, Alt, Concat, Members, MemberSet, Node, Repeat, RuleRef
 from .to_regex import (
     MAX_TRACKED_REQUIRED,

@@ -35,7 +35,8 @@ from urllib.parse import urldefrag
 
 from ..errors import ConstrainError, LimitExceededError, PatternError
 from ..regex.algebra import DEAD
-from ..regex.automaton import ByteNFA, LazyDFA, Limits
+from ..regex.automaton import ByteNFA, LazyDFA
+from ..core.limits import Limits
 from ..regex.nested import HOLE
 from ..regex.parse import parse_regex
 from ..regex.tree import (

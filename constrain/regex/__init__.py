@@ -1,6 +1,7 @@
 """The regex backend: pattern → byte NFA → lazy byte DFA → token index → guide."""
 
-from .automaton import ByteNFA, LazyDFA, Limits
+from .automaton import ByteNFA, LazyDFA
+from ..core.limits import Limits
 from .guide import FINISHED, RegexGuide
 from .index import TokenIndex
 

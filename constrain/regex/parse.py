@@ -18,7 +18,7 @@ from interegular.utils.simple_parser import nomatch
 
 from ..errors import InvalidPatternError, NonRegularPatternError, PatternError
 from .tree import Alt, CharSet, Concat, Literals, Node, Repeat
-from .utf8 import codepoint_ranges
+from ..core.utf8 import codepoint_ranges
 
 __all__ = ["parse_regex", "literal_choice"]
 

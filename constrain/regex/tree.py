@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Union
 
-from .utf8 import complement_ranges
+from ..core.utf8 import complement_ranges
 
 __all__ = [
     "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Intersect", "Difference", "MemberSet", "Multiple", "Nested", "Length", "Tick", "Node",

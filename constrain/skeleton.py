@@ -1,14 +1,14 @@
 """What the front ends that write Lark skeletons over regex terminals share.
 
 The JSON Schema front end (:mod:`constrain.json_schema.to_grammar`) and the GBNF one
-(:mod:`constrain.cfg.gbnf`) both keep every recursion-free stretch of a tree as one
+(:mod:`constrain.gbnf`) both keep every recursion-free stretch of a tree as one
 terminal and write only the structure around rule references as Lark text: this module
 holds the two pieces of that which do not depend on the source language.
 """
 
 from __future__ import annotations
 
-from ..regex.tree import (
+from .regex.tree import (
     Alt, CharSet, Concat, Difference, Intersect, Length, Literals, Members, MemberSet, Nested, Node, Repeat, RuleRef, Tick,
 )
 

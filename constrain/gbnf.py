@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar, Union
 
-from ..errors import GrammarError
-from ..regex.tree import EMPTY, Alt, CharSet, Concat, Difference, Literals, Node, Repeat, RuleRef, alt, seq
-from ..regex.utf8 import MAX_CODEPOINT, complement_ranges
+from .errors import GrammarError
+from .regex.tree import EMPTY, Alt, CharSet, Concat, Difference, Literals, Node, Repeat, RuleRef, alt, seq
+from .core.utf8 import MAX_CODEPOINT, complement_ranges
 from .skeleton import has_rule_ref, lark_repeat, nullable
 
 T = TypeVar("T")
