@@ -194,6 +194,33 @@ class Vocabulary:
             self._sorted[key] = split
         return split
 
+    def common_prefix(self, token_ids: "Sequence[int] | NDArray[np.integer]") -> bytes:
+        """The bytes every one of ``token_ids`` starts with (``b""`` if any has none, or for no ids).
+
+        Where a guide allows only these tokens, every continuation starts with them: what
+        fast-forward may write without asking the model (see ``CFGGuide.forced_bytes``).
+        The first bytes are compared in one array step, so a wide state costs microseconds.
+        """
+        ids = np.asarray(token_ids, dtype=np.int64)
+        if ids.size == 0:
+            return b""
+        firsts: NDArray[np.int16] | None = self._sorted.get("first_bytes")
+        if firsts is None:
+            firsts = np.array([b[0] if b else -1 for b in self.token_bytes], dtype=np.int16)
+            self._sorted["first_bytes"] = firsts
+        known = ids[ids < firsts.size]
+        if known.size < ids.size:
+            return b""  # an id past the token table (padding): it spells nothing
+        first = firsts[known]
+        if first[0] < 0 or (first != first[0]).any():
+            return b""
+        pieces = [self.token_bytes[int(i)] or b"" for i in known]
+        low, high = min(pieces), max(pieces)  # the common prefix of all is that of the extremes
+        size = 0
+        while size < min(len(low), len(high)) and low[size] == high[size]:
+            size += 1
+        return low[:size]
+
     def walk_tables(self) -> "WalkTables":
         """Arrays for walking every token through an automaton at once (built on first use)."""
         tables: WalkTables | None = self._sorted.get("walk")

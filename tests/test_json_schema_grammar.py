@@ -109,6 +109,43 @@ def test_recursive_schema_guides_through_the_cfg_backend(
     assert texts
 
 
+def _forced_by_bytes(guide: "constrain.CFGGuide", state: object, alphabet: bytes, limit: int = 256) -> bytes:
+    """Forced bytes the slow way: while the text may not end, try every byte and keep going where
+    exactly one can continue it (the guide's lexer and parser emulation, fed byte by byte)."""
+    out = bytearray()
+    while len(out) < limit and not guide.is_final(state):
+        nexts = [(b, guide.feed_bytes(state, bytes([b]))) for b in range(256) if alphabet[b]]
+        alive = [(b, s) for b, s in nexts if s is not None and guide.viable(s)]
+        if len(alive) != 1:
+            break
+        out.append(alive[0][0])
+        state = alive[0][1]
+    return bytes(out)
+
+
+@pytest.mark.parametrize(("schema", "valid", "invalid"), CASES, ids=["tree", "expression", "linked-list"])
+def test_grammar_guides_know_their_forced_bytes(
+    compiler: "constrain.Compiler", tokenizer: object, schema: dict, valid: list, invalid: list
+) -> None:
+    """Fast-forward for recursive schemas: ``forced_bytes`` (read off the masks: what every allowed
+    token starts with) equals trying every byte, at each state of valid texts and random walks."""
+    guide = compiler.json_schema(schema, whitespace="none")
+    vocabulary = compiler.vocabulary
+    rng = random.Random(3)
+    paths = [tokenize_continuation(tokenizer, json.dumps(v, separators=(",", ":"))) for v in valid]
+    paths += [random_walk(guide, vocabulary, rng, max_tokens=40, eos_probability=0.5)[0] for _ in range(4)]
+    seen = 0
+    for ids in paths:
+        state = guide.initial_state
+        for token_id in [None, *ids]:
+            if token_id is not None:
+                state = guide.advance(state, token_id)
+            forced = guide.forced_bytes(state)
+            assert forced == _forced_by_bytes(guide, state, vocabulary.byte_alphabet), token_text(vocabulary, ids)
+            seen += bool(forced)
+    assert seen  # compact objects force their keys and colons
+
+
 def test_unrolling_stays_on_the_regex_backend(compiler: "constrain.Compiler") -> None:
     assert compiler.json_schema(TREE, max_recursion_depth=2).backend == "regex"
     assert compiler.json_schema({"type": "integer"}).backend == "regex"

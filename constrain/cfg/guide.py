@@ -165,6 +165,27 @@ class CFGGuide:
             raise TokenRejected(token_id, state, detail)
         return new
 
+    def forced_bytes(self, state: State, limit: int = 256) -> bytes:
+        """The bytes every continuation from ``state`` must start with (for fast-forward).
+
+        Read off the masks: while the text may not end and every allowed token starts with
+        the same bytes, those bytes are forced; they are fed and the next mask is asked.
+        (The mask may keep a token that dead-ends later, never drop one that can finish,
+        so what all allowed tokens share is shared by every real continuation.) Costs a
+        mask per step of the way, from the guide's cache when the state was seen before.
+        """
+        self._check(state)
+        out = bytearray()
+        current: Optional[State] = state
+        while current is not None and current != FINISHED and len(out) < limit and not self._end_ok(current):
+            shared = self.vocabulary.common_prefix(self.allowed_token_ids(current))
+            if not shared:
+                break
+            shared = shared[: limit - len(out)]
+            out += shared
+            current = self.feed_bytes(current, shared)
+        return bytes(out)
+
     def _check(self, state: object) -> None:
         """Raise :class:`InvalidStateError` unless ``state`` is one this guide's grammar can hand out."""
         if state == FINISHED:

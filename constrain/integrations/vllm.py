@@ -187,7 +187,7 @@ def allocate_batch_bitmask(vocab_size: int, rows: int) -> Any:
 def forced_text(guide: Any, state: Hashable) -> str:
     """The text every continuation of ``state`` starts with, cut to whole UTF-8 characters ("" if none).
 
-    Only guides with ``forced_bytes`` (the regex backend) know it; a cut is needed
+    Guides with ``forced_bytes`` know it (both backends, and triggered guides); a cut is needed
     because a forced run can end inside a multi-byte character.
     """
     forced_bytes = getattr(guide, "forced_bytes", None)
