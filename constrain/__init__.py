@@ -33,6 +33,7 @@ from .errors import (
 from .json_schema import RecursiveSchemaError, SchemaError, UnsupportedSchemaError
 from .guide import Guide, allocate_bitmask, bitmask_size, bitmask_to_bool
 from .regex import FINISHED, Limits, RegexGuide
+from .triggered import Trigger, TriggeredGuide, tools_schema
 from .vocabulary import Vocabulary
 
 __version__ = "0.1.0"
@@ -46,6 +47,9 @@ __all__ = [
     "Guide",
     "RegexGuide",
     "CFGGuide",
+    "Trigger",
+    "TriggeredGuide",
+    "tools_schema",
     "compile_grammar",
     "compile_sql",
     "GrammarError",

@@ -33,6 +33,7 @@ from .vocabulary import Vocabulary
 
 if TYPE_CHECKING:
     from .cfg import CFGGuide
+    from .triggered import Trigger, TriggeredGuide
 
 __all__ = ["Compiler"]
 
@@ -175,6 +176,36 @@ class Compiler:
         return translation.with_gbnf_names(
             lambda: self._grammar_of_trees(lark_text, translation.terminals, limits)
         )
+
+    def triggered(self, triggers: "Trigger | Sequence[Trigger]", **options: Any) -> "TriggeredGuide":
+        """Free text until a trigger string, then its guide (see :class:`~constrain.TriggeredGuide`).
+
+        ``options`` are the guide's: ``max_free_tokens``, ``require_trigger``, ``then``.
+        """
+        from .triggered import TriggeredGuide
+
+        return TriggeredGuide(triggers, self.vocabulary, **options)
+
+    def tools(
+        self, tools: Any, *, name_key: str = "name", arguments_key: str = "arguments", **options: Any
+    ) -> "RegexGuide | CFGGuide":
+        """A guide for one tool call as JSON, ``{"name": NAME, "arguments": {...}}``, the arguments
+        fitting the named tool's parameters (see :func:`~constrain.triggered.tools_schema` for what
+        ``tools`` may be). ``options`` are :meth:`json_schema`'s."""
+        from .triggered import tools_schema
+
+        return self.json_schema(tools_schema(tools, name_key=name_key, arguments_key=arguments_key), **options)
+
+    def tool_calls(
+        self, tools: Any, *, start: str = "<tool_call>", end: str = "</tool_call>", then: str = "eos",
+        require_trigger: bool = True, max_free_tokens: int | None = None, **options: Any,
+    ) -> "TriggeredGuide":
+        """Free text, then ``start``, one call of :meth:`tools` and ``end``; ``then="loop"`` allows more calls."""
+        from .triggered import Trigger, TriggeredGuide
+
+        trigger = Trigger(start, self.tools(tools, **options), end)
+        return TriggeredGuide(trigger, self.vocabulary, then=then, require_trigger=require_trigger,
+                              max_free_tokens=max_free_tokens)  # fmt: skip
 
     def _grammar_of_trees(self, text: str, terminals: Mapping[str, Node], limits: Limits) -> "CFGGuide":
         """A grammar guide whose terminals are regex-backend trees (the skeleton of a recursive schema)."""

@@ -23,12 +23,14 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, Sequence, cast
+from typing import Any, Callable, Hashable, Iterable, Sequence, TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .errors import ConfigurationError, VocabularyError
+
+T = TypeVar("T")
 
 __all__ = ["Vocabulary", "tokenize_continuation"]
 
@@ -66,7 +68,7 @@ class Vocabulary:
     size: int
     #: Built on first use and shared: "walk" → WalkTables, ("split", …) → ClassSplit,
     #: ("trie", …) → TokenTrie.
-    _sorted: dict[str | tuple[Any, ...], Any] = field(default_factory=dict, init=False, repr=False)
+    _sorted: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.eos_token_ids:
@@ -193,6 +195,15 @@ class Vocabulary:
             split = ClassSplit.build(self.walk_tables(), first, rest, utf8=utf8, utf8_first=utf8_first)
             self._sorted[key] = split
         return split
+
+    def shared(self, key: Hashable, build: Callable[[], T]) -> T:
+        """A table derived from the vocabulary alone: built by ``build`` on first use, then shared
+        by every guide over this vocabulary (a front end above the backends keys its own, as
+        ``constrain.triggered`` does). Two threads may both build it; either result is right."""
+        found: T | None = self._sorted.get(key)
+        if found is None:
+            found = self._sorted[key] = build()
+        return found
 
     def common_prefix(self, token_ids: "Sequence[int] | NDArray[np.integer]") -> bytes:
         """The bytes every one of ``token_ids`` starts with (``b""`` if any has none, or for no ids).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -32,3 +33,7 @@ def test_every_readme_python_block_runs_in_order(model_and_tokenizer: tuple[obje
         exec(compile(block, str(README), "exec"), namespace)
     assert namespace["chunks"].generation.value == namespace["out"].value  # type: ignore[attr-defined]
     assert capsys.readouterr().out.count("name=") >= 2
+    reasoned = namespace["result"]  # the mid-text snippet: free text, the trigger, then valid JSON
+    assert reasoned.complete, reasoned.text  # type: ignore[attr-defined]
+    _thinking, trigger, body = reasoned.text.partition("</think>")  # type: ignore[attr-defined]
+    assert trigger and isinstance(json.loads(body)["answer"], int), reasoned.text  # type: ignore[attr-defined]
