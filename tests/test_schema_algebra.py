@@ -158,6 +158,22 @@ def test_escaped_or_repeated_keys_do_not_slip_past_a_subtracted_schema(schema: d
         assert not dfa.matches(text.encode()), (spec, text)
 
 
+# A subtracted superset spells a free-form value's first levels exactly: "[" then any text
+# swallowed the members after the value, so a key that decides the `not` after an array or
+# object value was refused (MaskBench Handwritten---pnmp2: a valid instance rejected).
+NESTED_BEFORE_KEY = {"type": "object", "not": {"propertyNames": {"not": {"enum": ["1", "3"]}}}}
+
+
+@pytest.mark.parametrize("text", [
+    '{"2": [1, 2], "1": [3, 4]}', '{"2": {}, "1": 2}', '{"2": [[[{"x": 1}]]], "1": 2}', '{"2": {"a": [1]}, "3": 2}',
+    '{"2": [1], "4": 2}', '{"2": [[[1]]], "4": {"1": 2}}', '{"2": {"1": 2}}',
+])  # fmt: skip
+def test_a_nested_value_before_the_deciding_key_is_judged_exactly(text: str) -> None:
+    expected = ExactValidator(NESTED_BEFORE_KEY).is_valid(json.loads(text))
+    dfa = LazyDFA(ByteNFA(schema_walk(NESTED_BEFORE_KEY, SchemaOptions(strict_properties=False)).tree, Limits()))
+    assert dfa.matches(text.encode()) == expected, text
+
+
 # oneOf schemas whose branches the walker proves pairwise disjoint: an anyOf, no difference built
 DISJOINT = ["oneOf-const-types", "oneOf-tags-through-refs"]
 

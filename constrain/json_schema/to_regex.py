@@ -1467,13 +1467,20 @@ class _Walker:
             obj = self.wrap("{", Repeat(seq(key, self.colon, inner), 0, None, self.sep), "}")
             return Nested(alt(scalar, array, obj))
         level = alt(scalar, seq(literal("["), _ANY_TEXT), seq(literal("{"), _ANY_TEXT)) if self.over else scalar
-        for _ in range(self.options.any_value_depth or 0):  # a superset needs no levels: "[" then anything
+        # A superset spells its first levels exactly: "[" then anything would also swallow the
+        # members after the value, so {"2": [1], "1": 2} under a `not` of "no key is 1" was
+        # refused (the subtracted superset took the whole text)
+        depth = self.options.any_value_depth or (_SUPERSET_LEVELS if self.over else 0)
+        for _ in range(depth):
             array = self.wrap("[", Repeat(level, 0, None, self.sep), "]")
             member = seq(key, self.colon, level)
             obj = self.wrap("{", Repeat(member, 0, None, self.sep), "}")
             level = alt(scalar, array, obj)
         return level
 
+
+#: Levels of a free-form value a superset spells exactly before "anything" (see ``any_value``).
+_SUPERSET_LEVELS = 2
 
 #: Where a free-form value nests another array or object (see :class:`Nested`).
 _HOLE = Literals((bytes([HOLE]),))
