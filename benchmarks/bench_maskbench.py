@@ -31,6 +31,7 @@ import _common
 _common.single_threaded()
 
 import argparse
+import bisect
 import json
 import os
 import re
@@ -126,8 +127,23 @@ def summarize(engine: str, scored: list[dict[str, Any]]) -> dict[str, Any]:
         "instances": sum(totals.values()),
         "compile_ms": _common.percentiles(compiles),
         "step_us": _common.percentiles(steps),
+        "step_histogram_us": step_histogram(steps),
         "errors": dict(errors.most_common()),
     }
+
+
+#: Log-spaced bin edges for per-step times: 0.1 µs to 100 s, ten bins a decade.
+_STEP_EDGES = [10 ** (k / 10) for k in range(-10, 81)]
+
+
+def step_histogram(steps: list[float]) -> dict[str, list[float]]:
+    """Per-step mask times as counts over log-spaced bins: enough to draw the whole distribution
+    (docs/benchmarks.md plots its CDF) without storing every step."""
+    counts = [0] * (len(_STEP_EDGES) - 1)
+    for t in steps:
+        k = bisect.bisect_right(_STEP_EDGES, t) - 1
+        counts[min(max(k, 0), len(counts) - 1)] += 1
+    return {"edges": _STEP_EDGES, "counts": counts}
 
 
 def markdown(meta: dict[str, Any], summaries: dict[str, dict[str, Any]]) -> str:

@@ -181,6 +181,30 @@ def bars(
     return save(figure, name)
 
 
+def step_cdf(histograms: dict[str, dict[str, list[float]]], name: str) -> str:
+    """The cumulative share of steps per engine over a log time axis, from binned counts."""
+    plt = plotting()
+    figure, axes = plt.subplots(figsize=(7, 3.6))
+    for engine, histogram in histograms.items():
+        counts, edges = histogram["counts"], histogram["edges"]
+        total = sum(counts) or 1
+        share, xs, ys = 0, [], []
+        for count, upper in zip(counts, edges[1:]):
+            share += count
+            xs.append(upper)
+            ys.append(share / total)
+        axes.plot(xs, ys, label=engine.split(" ")[0], drawstyle="steps-post")
+    axes.set_xscale("log")
+    axes.set_xlim(1, 1e6)
+    axes.set_xlabel("mask + advance per step, µs (first walk of a fresh guide)")
+    axes.set_ylabel("share of steps ≤ x")
+    for q in (0.5, 0.9, 0.99):
+        axes.axhline(q, color="grey", linewidth=0.6, linestyle=":")
+    axes.set_title("MaskBench: per-step latency, cold walks")
+    axes.legend(loc="lower right")
+    return save(figure, name)
+
+
 @dataclass
 class Panel:
     """One plot of :func:`lines_plot`: a title, axis labels and named series of (x, y) points."""
@@ -400,6 +424,13 @@ def section_maskbench(data: dict[str, Any]) -> Iterator[str]:
 
     lines = markdown(data["meta"], data["summaries"]).splitlines()
     yield from lines[3:]  # without its own heading and machine line (the stamp above says both)
+    histograms = {e: s["step_histogram_us"] for e, s in data["summaries"].items() if s.get("step_histogram_us")}
+    if histograms:
+        yield ""
+        yield ("Every step of those first walks, as a distribution (the share of steps at most so long): "
+               "the median steps are cached rows for every engine; the tail is each engine's first visits.")
+        yield ""
+        yield step_cdf(histograms, "maskbench_steps")
     full = RESULTS / "maskbench-full-spec.json"
     if full.exists():  # the whole dev set, one engine (about 40 minutes): run by hand, shown when present
         whole = json.loads(full.read_text())
