@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--cases", default="", help="comma-separated case names (their first word) to run")
     parser.add_argument("--engines", default="", help="comma-separated: constrain, gbnf, free")
+    parser.add_argument("--out", default="", help="also write the rows to benchmarks/results/<OUT>.json and .md")
     args = parser.parse_args(argv)
     cases = [c for c in CASES if not args.cases or c[0].split()[0] in args.cases.split(",")]
     chosen = {e for e in args.engines.split(",") if e}
@@ -230,16 +231,31 @@ def main(argv: list[str] | None = None) -> int:
     print(f"llama-cpp-python {versions['llama_cpp_python']}, constrain {versions['constrain']}, "
           f"n_threads={args.threads}, greedy, max {args.max_tokens} tokens, median of {args.repeats}; "
           f"llama_vocabulary(llm) took {vocabulary_s:.2f} s\n")  # fmt: skip
-    print("| case | engine | tokens | first run (s) | run (s) | tokens/s | mask ms/token | valid | EOS | output |")
-    print("|---|---|---:|---:|---:|---:|---:|:-:|:-:|---|")
+    print(table(rows))
+    if args.out:
+        import os
+
+        results = Path(__file__).resolve().parent / "results"
+        meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), "versions": versions,
+                "threads": args.threads, "max_tokens": args.max_tokens, "repeats": args.repeats,
+                "vocabulary_s": vocabulary_s, "load_average": os.getloadavg()[0]}  # fmt: skip
+        (results / f"{args.out}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+        (results / f"{args.out}.md").write_text(table(rows) + "\n")
+    return 0
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as the markdown table docs/serving.md and docs/benchmarks.md show."""
+    lines = ["| case | engine | tokens | first run (s) | run (s) | tokens/s | mask ms/token | valid | EOS | output |",
+             "|---|---|---:|---:|---:|---:|---:|:-:|:-:|---|"]  # fmt: skip
     for row in rows:
         shown = row["text"] if len(row["text"]) <= 60 else row["text"][:57] + "..."
         shown = shown.replace("|", "\\|").replace("\n", "\\n")
         mask = "" if row["mask_ms"] is None else f"{row['mask_ms']:.2f}"
-        print(f"| {row['case']} | {row['engine']} | {row['tokens']} | {row['first_s']:.2f} | "
-              f"{row['seconds']:.2f} | {row['tokens_per_s']:.1f} | {mask} | {'yes' if row['valid'] else 'no'} | "
-              f"{'yes' if row['eos'] else 'no'} | `{shown}` |")  # fmt: skip
-    return 0
+        lines.append(f"| {row['case']} | {row['engine']} | {row['tokens']} | {row['first_s']:.2f} | "
+                     f"{row['seconds']:.2f} | {row['tokens_per_s']:.1f} | {mask} | {'yes' if row['valid'] else 'no'} | "
+                     f"{'yes' if row['eos'] else 'no'} | `{shown}` |")  # fmt: skip
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

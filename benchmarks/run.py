@@ -545,6 +545,30 @@ def section_generation(data: dict[str, Any]) -> Iterator[str]:
     peers = data.get("peers")
     if peers and peers.get("engines"):
         yield from section_generation_peers(peers)
+    yield from section_llama_cpp()
+
+
+def section_llama_cpp() -> Iterator[str]:
+    """constrain inside llama.cpp beside llama.cpp's own GBNF sampling, when that run's results exist
+    (``bench_llama_cpp.py --out llama_cpp``, run by hand where llama-cpp-python is built)."""
+    from bench_llama_cpp import table
+
+    data = read_json(RESULTS / "llama_cpp.json")
+    if data is None:
+        return
+    meta = data["meta"]
+    yield ""
+    yield (f"### llama.cpp: constrain's logits processor beside llama.cpp's GBNF grammar sampling "
+           f"(*{meta['date']}, load {fmt(meta.get('load_average'))}*)")
+    yield ""
+    versions = meta.get("versions", {})
+    yield (f"`python benchmarks/bench_llama_cpp.py --out llama_cpp` in an environment with llama-cpp-python "
+           f"{versions.get('llama_cpp_python', '?')}: SmolLM2-135M-Instruct straight from its GGUF file (Q4_1), "
+           f"greedy, n_threads={meta.get('threads')}, up to {meta.get('max_tokens')} tokens, median of "
+           f"{meta.get('repeats')} timed runs; *first run* includes compiling the constraint. The same prompt ids "
+           "for every engine; *free* is the unconstrained loop. Method: the script's docstring.")  # fmt: skip
+    yield ""
+    yield table(data["rows"])
 
 
 def section_generation_peers(peers: dict[str, Any]) -> Iterator[str]:
