@@ -8,7 +8,9 @@ is reported incomplete instead of passing a cut text off as valid.
 
 Fast-forward: when a guide says the next bytes are forced (``forced_bytes``), the
 longest allowed tokens spelling them are appended in one forward pass instead of
-one pass per token.
+one pass per token. The loop asks a guide for that, and for the class a complete text
+validates into, through :func:`~constrain.core.shell.capabilities`: every guide of the
+package declares them, and a protocol-only guide gets "nothing forced, no class".
 
 :func:`stream` runs the same loop for one prompt and hands out the text as it is
 accepted, a whole UTF-8 character at a time.
@@ -22,6 +24,7 @@ from typing import Any, Generator, Hashable, Iterator, Sequence, cast
 
 import numpy as np
 
+from .core.shell import capabilities
 from .errors import ConstrainError
 from .guide import Guide, allocate_bitmask
 from .vocabulary import Vocabulary
@@ -297,14 +300,12 @@ def _left_pad(rows: list[list[int]], vocabulary: Vocabulary) -> tuple[Any, Any]:
 
 def _forced_tokens(guide: Any, state: Hashable, vocabulary: Vocabulary, budget: int) -> list[int]:
     """Longest allowed tokens that spell the guide's forced bytes, greedily."""
-    forced_bytes = getattr(guide, "forced_bytes", None)
-    if forced_bytes is None:
-        return []
-    remaining = forced_bytes(state)
+    declared = capabilities(guide)
+    remaining = declared.forced_bytes(state)
     tokens: list[int] = []
     while remaining and len(tokens) < budget:
         best, best_len, crosses = None, 0, False
-        for token_id in guide.allowed_token_ids(state).tolist():
+        for token_id in declared.allowed_token_ids(state).tolist():
             piece = vocabulary.token_bytes[token_id] if token_id < len(vocabulary.token_bytes) else None
             if not piece:
                 continue
@@ -337,7 +338,7 @@ def _result(
     raw = b"".join(vocabulary.token_bytes[i] or b"" for i in ids)
     text = raw.decode("utf-8", errors="strict" if complete else "replace")
     value = None
-    model_class = getattr(guide, "model_class", None)
+    model_class: Any = capabilities(guide).model_class  # a Pydantic class, or None
     if complete and model_class is not None:
         value = model_class.model_validate_json(text)
     return Generation(text, ids, complete, passes, forced, value)

@@ -27,7 +27,9 @@ tell them apart. Sets stay tiny (one or two members) because they only fork wher
 inner guide is final and the next byte also starts the end string.
 
 States are frozensets of tuples (immutable, hashable); :data:`FINISHED` is the state
-after EOS, where only EOS is allowed again.
+after EOS, where only EOS is allowed again. The guide is the engine under
+:class:`~constrain.core.shell.GuideShell`, which owns EOS, the finished state, the
+messages and the mask cache.
 
 :func:`tools_schema` builds the JSON Schema of "one tool call, picked by name": a union
 of ``{"name": <const>, "arguments": <that tool's parameters>}`` objects. Its consts are
@@ -45,8 +47,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .core.cache import BoundedCache
+from .core.shell import GuideShell, capabilities
 from .errors import ConfigurationError, InvalidStateError, TokenRejected
-from .guide import Guide, bitmask_size, bitmask_to_bool, check_bitmask, check_token
+from .guide import Guide, bitmask_size, bitmask_to_bool
 from .vocabulary import Vocabulary
 
 __all__ = ["Trigger", "TriggeredGuide", "FINISHED", "tools_schema"]
@@ -209,7 +212,7 @@ class _Matcher:
 # ---------------------------------------------------------------------- the guide
 
 
-class TriggeredGuide:
+class TriggeredGuide(GuideShell[State]):
     """Free text until a trigger string, then the trigger's guide, then EOS or an end string.
 
     ``triggers``: one :class:`Trigger` or several, each opening its own guide (all built
@@ -252,7 +255,7 @@ class TriggeredGuide:
                 f"triggers must be a Trigger or a non-empty list of them, not {triggers!r}"
             )
         if vocabulary is None:
-            vocabulary = getattr(listed[0].guide, "vocabulary", None)
+            vocabulary = capabilities(listed[0].guide).vocabulary
         if not isinstance(vocabulary, Vocabulary):
             raise ConfigurationError(
                 "a TriggeredGuide needs the Vocabulary its inner guides were compiled for"
@@ -299,31 +302,25 @@ class TriggeredGuide:
                         f"trigger {a.decode()!r} contains trigger {b.decode()!r}, "
                         "which would always come first"
                     )
+        super().__init__(vocabulary, FINISHED, mask_cache_size=_MASK_CACHE_SIZE)
         self.triggers: tuple[Trigger, ...] = tuple(listed)
-        self.vocabulary = vocabulary
-        self.vocab_size = vocabulary.size
         self.max_free_tokens = max_free_tokens
         self.require_trigger = require_trigger
         self.then = then
-        #: The text the sampler returns is the whole text: there is no single class to validate it into.
-        self.model_class: type | None = None
-        self.schema: object = None
+        # ``model_class`` stays None: the text the sampler returns is the whole text, with no
+        # single class to validate it into.
         self._starts = tuple(starts)
         self._ends = tuple(None if t.end is None else t.end.encode("utf-8") for t in listed)
         self._views = tuple(_byte_view(t.guide) for t in listed)
         self._matcher = _Matcher.build(starts)
         self._words = bitmask_size(self.vocab_size)
-        self._eos_set = vocabulary.eos_token_ids
-        eos = np.zeros(self.vocab_size, dtype=bool)
-        eos[sorted(self._eos_set)] = True
-        self._eos_bits = _pack(eos)
+
         def text_bits() -> NDArray[np.int32]:
             spelled = np.zeros(self.vocab_size, dtype=bool)
             spelled[[i for i, b in enumerate(vocabulary.token_bytes) if b]] = True
             return _pack(spelled)
 
         self._text_bits = vocabulary.shared(("trigger-text-bits", self.vocab_size), text_bits)
-        self._masks: BoundedCache[NDArray[np.int32]] = BoundedCache(_MASK_CACHE_SIZE)
         self._config_masks: BoundedCache[NDArray[np.int32]] = BoundedCache(_MASK_CACHE_SIZE)
         self._free_masks: dict[tuple[int, bool], NDArray[np.int32]] = {}
         self._remainders: dict[tuple[int, bytes], bool] = {}
@@ -333,49 +330,33 @@ class TriggeredGuide:
         starts = ", ".join(repr(t.start) for t in self.triggers)
         return f"TriggeredGuide({starts}, then={self.then!r})"
 
-    # ------------------------------------------------------------------ protocol
+    # ------------------------------------------------------------------ the engine
 
     @property
     def initial_state(self) -> State:
         return self._initial
 
-    def is_final(self, state: State) -> bool:
-        self._check(state)
-        return state == FINISHED or any(self._config_final(c) for c in state)
+    def _can_end(self, state: State) -> bool:
+        return any(self._config_final(c) for c in state)
 
-    def allowed_token_ids(self, state: State) -> NDArray[np.int32]:
-        """Sorted ids of the allowed tokens (EOS included where the state is final)."""
-        return np.flatnonzero(self.allowed_tokens(state)).astype(np.int32)
+    def _text_mask(self, state: State) -> NDArray[np.int32]:
+        packed = np.zeros(self._words, dtype=np.int32)
+        for config in state:
+            packed |= self._config_mask(config)
+        return packed
 
-    def allowed_tokens(self, state: State) -> NDArray[np.bool_]:
-        bits = self._entry(state).view(np.uint8)
-        return np.unpackbits(bits, bitorder="little")[: self.vocab_size].astype(bool)
-
-    def fill_bitmask(self, state: State, out: NDArray[np.int32]) -> None:
-        check_bitmask(out, self.vocab_size)
-        out[...] = self._entry(state)
-
-    def advance(self, state: State, token_id: int) -> State:
-        token_id = check_token(token_id)
-        self._check(state)
-        if token_id in self._eos_set and self.is_final(state):
-            return FINISHED
-        if state == FINISHED:
-            raise TokenRejected(token_id, state, "the sequence already ended; only EOS may follow")
-        if token_id in self._eos_set:
-            raise TokenRejected(token_id, state, "EOS before the text is complete")
-        pieces = self.vocabulary.token_bytes
-        data = pieces[token_id] if 0 <= token_id < len(pieces) else None
+    def _step(self, state: State, token_id: int) -> State | None:
+        """Every configuration takes the token's bytes; None where none of them can."""
+        data = self._text_of(token_id)
         if not data:
-            raise TokenRejected(
-                token_id, state, "a special token that is never generated, or an id outside the vocabulary"
-            )
+            return None
         new: set[Config] = set()
         for config in state:
             new |= self._take(config, token_id, data)
-        if not new:
-            raise TokenRejected(token_id, state, f"its bytes {data!r} do not continue the text")
-        return frozenset(new)
+        return frozenset(new) if new else None
+
+    def _rejection(self, state: State, text: bytes) -> str:
+        return f"its bytes {text!r} do not continue the text"
 
     def forced_bytes(self, state: State, limit: int = 256) -> bytes:
         """The bytes every continuation from ``state`` starts with (for the sampler's fast-forward).
@@ -384,7 +365,7 @@ class TriggeredGuide:
         of a forced trigger (past ``max_free_tokens``, while one trigger is possible), or
         what the inner guide itself forces while it cannot end.
         """
-        self._check(state)
+        self._check_state(state)
         if state == FINISHED or len(state) != 1:
             return b""
         (config,) = state
@@ -401,17 +382,15 @@ class TriggeredGuide:
                 node = int(self._matcher.goto[node, edges[0]])
             return bytes(out)
         if config[0] == _INNER:
-            inner = getattr(self.triggers[config[1]].guide, "forced_bytes", None)
-            if inner is not None:
-                forced: bytes = inner(config[2], limit)
-                return forced
+            return capabilities(self.triggers[config[1]].guide).forced_bytes(config[2], limit)
         return b""
 
-    def _check(self, state: object) -> None:
+    def _check_state(self, state: object) -> State:
+        """``state``, if it has the shape of this guide's states (else :class:`InvalidStateError`)."""
         if isinstance(state, frozenset) and state and all(
             isinstance(c, tuple) and c and c[0] in (-1, _FREE, _INNER, _END, _TEXT, _DONE) for c in state
         ):
-            return
+            return state
         raise InvalidStateError(
             f"{state!r} is not a state of this guide: states are what its initial_state and advance hand out"
         )
@@ -449,7 +428,7 @@ class TriggeredGuide:
     def _after_end(self) -> Config:
         return {"eos": (_DONE,), "text": (_TEXT,), "loop": (_FREE, 0, 0, True)}[self.then]
 
-    def _step(self, config: Config, byte: int) -> Config | None:
+    def _step_byte(self, config: Config, byte: int) -> Config | None:
         """One byte from one configuration (before the closure); None where the byte is refused."""
         kind = config[0]
         if kind == _FREE:
@@ -481,7 +460,7 @@ class TriggeredGuide:
         """The configurations after ``data`` (one token's bytes, or a tail of them), counts not yet moved."""
         current = self._closure(configs)
         for byte in data:
-            stepped = (self._step(c, byte) for c in current)
+            stepped = (self._step_byte(c, byte) for c in current)
             current = self._closure(c for c in stepped if c is not None)
             if not current:
                 return set()
@@ -509,21 +488,6 @@ class TriggeredGuide:
         return {self._count(c) for c in self._feed({config}, data)}
 
     # ------------------------------------------------------------------ masks
-
-    def _entry(self, state: State) -> NDArray[np.int32]:
-        self._check(state)
-        cached = self._masks.get(state)
-        if cached is not None:
-            return cached
-        if state == FINISHED:
-            packed = self._eos_bits.copy()
-        else:
-            packed = np.zeros(self._words, dtype=np.int32)
-            for config in state:
-                packed |= self._config_mask(config)
-            if any(self._config_final(c) for c in state):
-                packed |= self._eos_bits
-        return self._masks.put(state, packed)
 
     def _config_mask(self, config: Config) -> NDArray[np.int32]:
         """The text tokens one configuration allows (EOS is the state's business), packed."""

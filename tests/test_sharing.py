@@ -118,6 +118,6 @@ def test_the_mask_cache_is_bounded_and_evicted_masks_come_back_the_same(
         return out
 
     once = packed_walk(first)
-    assert len(first._bitmasks) == 8 and second._bitmasks is first._bitmasks
+    assert len(first._masks) == 8 and second._masks is first._masks
     for want, got in zip(once, packed_walk(second)):
         assert np.array_equal(want, got)

@@ -12,7 +12,9 @@ A state is ``(stack, lexer_state, last_match, pending)``:
   re-lexes ``pending`` in the next context, as lark does.
 
 All four are ints or bytes, so a state is immutable, hashable and cheap to keep
-per beam. :data:`FINISHED` is the state after EOS.
+per beam. :data:`FINISHED` is the state after EOS. The guide is the engine under
+:class:`~constrain.core.shell.GuideShell`, which owns EOS, the finished state, the
+messages and the mask cache.
 
 ``advance`` and ``is_final`` run the exact byte-by-byte emulation; the mask comes
 from :class:`~constrain.cfg.index.MaskIndex`, which computes the same answer for
@@ -23,14 +25,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..core.cache import BoundedCache
-from ..errors import InvalidStateError, LimitExceededError, TokenRejected
-from ..guide import bitmask_from_token_ids, check_bitmask, check_token
+from ..core.shell import GuideShell
+from ..errors import InvalidStateError, LimitExceededError
 from ..vocabulary import Vocabulary
 from .grammar import CompiledGrammar, Deadline
 from .index import MaskIndex
@@ -81,7 +82,7 @@ class GrammarTables:
     index_entries: int  # tokens held by the cached vocabulary walks (``Limits.max_index_entries``)
 
 
-class CFGGuide:
+class CFGGuide(GuideShell[State]):
     """Guides generation to text that ``lark.Lark(grammar, parser="lalr").parse`` accepts.
 
     Built by :func:`constrain.cfg.compile_grammar`. The guide holds compiled tables and
@@ -94,23 +95,11 @@ class CFGGuide:
     def __init__(
         self, grammar: CompiledGrammar, vocabulary: Vocabulary, *, mask_cache_size: int = 4096
     ) -> None:
+        super().__init__(vocabulary, FINISHED, mask_cache_size=mask_cache_size)
         self.grammar = grammar
-        self.vocabulary = vocabulary
-        self.vocab_size = vocabulary.size
         self.source = grammar.text
-        self._eos = np.array(sorted(vocabulary.eos_token_ids), dtype=np.int32)
-        self._eos_set = vocabulary.eos_token_ids
         self.index = MaskIndex(self)
-        self._masks: BoundedCache[NDArray[np.int32]] = BoundedCache(mask_cache_size)
-        self._eos_bits = bitmask_from_token_ids(self._eos, self.vocab_size)
-        #: For schema guides: keywords lenient mode dropped, the schema, the Pydantic class.
-        self.dropped: tuple[tuple[str, str], ...] = ()
-        #: (keyword, JSON pointer) of annotations the schema walk ignored (unknown keywords and formats).
-        self.ignored: tuple[tuple[str, str], ...] = ()
-        self.schema: object = None
-        self.model_class: type | None = None
-        g = grammar
-        self._initial: State = (0, g.start_of(0), -1, b"")
+        self._initial: State = (0, grammar.start_of(0), -1, b"")
 
     def __repr__(self) -> str:
         return (
@@ -118,52 +107,39 @@ class CFGGuide:
             f"stacks={len(self.grammar.stacks)}, masks={len(self._masks)})"
         )
 
-    # ------------------------------------------------------------------ protocol
+    # ------------------------------------------------------------------ the engine
 
     @property
     def initial_state(self) -> State:
         return self._initial
 
-    def is_final(self, state: State) -> bool:
-        self._check(state)
+    def _check_state(self, state: object) -> State:
+        """``state``, if it is one this guide's grammar can hand out (else :class:`InvalidStateError`)."""
         if state == FINISHED:
-            return True
-        return self._end_ok(state)
-
-    def allowed_token_ids(self, state: State) -> NDArray[np.int32]:
-        """Sorted ids of the allowed tokens (EOS included where the state is final)."""
-        return np.flatnonzero(self.allowed_tokens(state)).astype(np.int32)
-
-    def allowed_tokens(self, state: State) -> NDArray[np.bool_]:
-        self._check(state)
-        bits = self._entry(state).view(np.uint8)
-        return np.unpackbits(bits, bitorder="little")[: self.vocab_size].astype(bool)
-
-    def fill_bitmask(self, state: State, out: NDArray[np.int32]) -> None:
-        check_bitmask(out, self.vocab_size)
-        self._check(state)
-        out[...] = self._entry(state)
-
-    def advance(self, state: State, token_id: int) -> State:
-        token_id = check_token(token_id)
-        self._check(state)
-        if token_id in self._eos_set and self.is_final(state):
             return FINISHED
-        if state == FINISHED:
-            raise TokenRejected(token_id, state, "the sequence already ended; only EOS may follow")
-        if not 0 <= token_id < len(self.vocabulary.token_bytes):
-            raise TokenRejected(token_id, state, f"id outside the vocabulary (size {self.vocab_size})")
-        text = self.vocabulary.token_bytes[token_id]
-        if text is None:
-            detail = "EOS before the text is complete" if token_id in self._eos_set else (
-                "a special token that is never generated"
-            )
-            raise TokenRejected(token_id, state, detail)
+        if (
+            isinstance(state, tuple) and len(state) == 4 and isinstance(state[3], bytes)
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in state[:3])
+            and 0 <= state[0] < len(self.grammar.stacks) and 0 <= state[1] < self.grammar.lexer.num_states
+        ):  # fmt: skip
+            return cast(State, state)
+        raise InvalidStateError(
+            f"{state!r} is not a state of this guide: states are what its initial_state and advance hand out"
+        )
+
+    def _text_mask(self, state: State) -> NDArray[np.int32]:
+        return self.index.allowed_packed(state).view("<i4").astype(np.int32)
+
+    def _step(self, state: State, token_id: int) -> State | None:
+        """lark's lexer and parser over the token's bytes; None where lark fails or the lexeme dead-ends."""
+        text = self._text_of(token_id)
+        if not text:
+            return None
         new = self.feed_bytes(state, text)
-        if new is None or not self.viable(new):
-            detail = f"{text!r} cannot continue text of grammar {self.grammar.label!r}"
-            raise TokenRejected(token_id, state, detail)
-        return new
+        return new if new is not None and self.viable(new) else None
+
+    def _rejection(self, state: State, text: bytes) -> str:
+        return f"{text!r} cannot continue text of grammar {self.grammar.label!r}"
 
     def forced_bytes(self, state: State, limit: int = 256) -> bytes:
         """The bytes every continuation from ``state`` must start with (for fast-forward).
@@ -174,10 +150,10 @@ class CFGGuide:
         so what all allowed tokens share is shared by every real continuation.) Costs a
         mask per step of the way, from the guide's cache when the state was seen before.
         """
-        self._check(state)
+        self._check_state(state)
         out = bytearray()
         current: Optional[State] = state
-        while current is not None and current != FINISHED and len(out) < limit and not self._end_ok(current):
+        while current is not None and current != FINISHED and len(out) < limit and not self._can_end(current):
             shared = self.vocabulary.common_prefix(self.allowed_token_ids(current))
             if not shared:
                 break
@@ -185,20 +161,6 @@ class CFGGuide:
             out += shared
             current = self.feed_bytes(current, shared)
         return bytes(out)
-
-    def _check(self, state: object) -> None:
-        """Raise :class:`InvalidStateError` unless ``state`` is one this guide's grammar can hand out."""
-        if state == FINISHED:
-            return
-        if (
-            isinstance(state, tuple) and len(state) == 4 and isinstance(state[3], bytes)
-            and all(isinstance(x, int) and not isinstance(x, bool) for x in state[:3])
-            and 0 <= state[0] < len(self.grammar.stacks) and 0 <= state[1] < self.grammar.lexer.num_states
-        ):  # fmt: skip
-            return
-        raise InvalidStateError(
-            f"{state!r} is not a state of this guide: states are what its initial_state and advance hand out"
-        )
 
     # ------------------------------------------------------------------ emulation
 
@@ -243,7 +205,7 @@ class CFGGuide:
             q, last, pending = g.start_after(stack, last), -1, b""
         return (stack, q, last, pending)
 
-    def _end_ok(self, state: State) -> bool:
+    def _can_end(self, state: State) -> bool:
         """Whether lark would accept the text if it ended here."""
         g = self.grammar
         current: Optional[State] = state
@@ -276,20 +238,7 @@ class CFGGuide:
             return True
         return last >= 0 and self.emit(stack, last) >= 0
 
-    # ------------------------------------------------------------------ masks
-
-    def _entry(self, state: State) -> NDArray[np.int32]:
-        """The packed mask of ``state`` (EOS included when final), cached per state."""
-        cached = self._masks.get(state)
-        if cached is not None:
-            return cached
-        if state == FINISHED:
-            packed = self._eos_bits.copy()
-        else:
-            packed = self.index.allowed_packed(state).view("<i4").astype(np.int32)
-            if self.is_final(state):
-                packed = packed | self._eos_bits
-        return self._masks.put(state, packed)
+    # ------------------------------------------------------------------ precomputing
 
     def precompute(self, timeout_s: float | None = None) -> int:
         """Walk the vocabulary from every lexer context's start now instead of on first use.
@@ -334,7 +283,7 @@ class CFGGuide:
 
     def parser_stack(self, state: State) -> tuple[int, ...]:
         """The LALR states on ``state``'s parser stack, bottom first (empty after EOS)."""
-        self._check(state)
+        self._check_state(state)
         return () if state == FINISHED else tuple(self.grammar.stacks.states(state[0]))
 
     def expected_terminals(self, state: State) -> tuple[str, ...]:
@@ -345,7 +294,7 @@ class CFGGuide:
         end here), also those the parser takes after it. For messages (``constrain explain``);
         empty after EOS.
         """
-        self._check(state)
+        self._check_state(state)
         if state == FINISHED:
             return ()
         lexer = self.grammar.lexer

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Hashable, Iterable, Sequence, TypeVar, ca
 import numpy as np
 from numpy.typing import NDArray
 
+from ..core.shell import capabilities
 from ..errors import ConfigurationError, ConstrainError, VocabularyError
 from ..guide import Guide, allocate_bitmask, bitmask_to_bool
 from ..sampling import Generation
@@ -181,7 +182,7 @@ def _check_guide_fits(llm: Any, guide: Guide[Hashable], pieces: _Pieces) -> None
             f"the guide was compiled for {guide.vocab_size} tokens but the model has {width}: compile it "
             "with constrain.Compiler(llama_vocabulary(llm))"
         )
-    vocabulary: Vocabulary | None = getattr(guide, "vocabulary", None)
+    vocabulary = capabilities(guide).vocabulary
     if vocabulary is None:
         return
     for i in sorted(set(range(0, len(vocabulary.token_bytes), 97)) | set(vocabulary.eos_token_ids)):
@@ -229,8 +230,7 @@ class LlamaLogitsProcessor:
                 f"not {type(guide).__name__}"
             )
         self.guide = guide
-        vocabulary: Vocabulary | None = getattr(guide, "vocabulary", None)
-        self.eos_token_ids: frozenset[int] = frozenset() if vocabulary is None else vocabulary.eos_token_ids
+        self.eos_token_ids: frozenset[int] = capabilities(guide).eos_token_ids
         self._bitmask = allocate_bitmask(guide.vocab_size)
         self.prompt_length: int | None = None
         self._prompt: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
@@ -477,7 +477,7 @@ def _generate_one(
     raw = b"".join(pieces.text_bytes(i) or b"" for i in ids)
     text = raw.decode("utf-8", errors="strict" if complete else "replace")
     value = None
-    model_class = getattr(guide, "model_class", None)
+    model_class: Any = capabilities(guide).model_class  # a Pydantic class, or None
     if complete and model_class is not None:
         value = model_class.model_validate_json(text)
     return Generation(text, ids, complete, processor.calls, 0, value)

@@ -116,10 +116,9 @@ class ConstrainGrammarObject:
     # ------------------------------------------------------------------ jump-forward
 
     def try_jump_forward(self, tokenizer: Any) -> tuple[list[int], str] | None:
-        """``([], text)`` when the grammar forces the next text (regex guides know it), else None.
+        """``([], text)`` when the grammar forces the next text (the guide's ``forced_bytes``), else None.
 
-        The text is cut to whole UTF-8 characters. Grammars without ``forced_bytes``
-        (the CFG backend) never jump.
+        The text is cut to whole UTF-8 characters. A protocol-only guide forces nothing, so it never jumps.
         """
         text = forced_text(self.guide, self._walk.state)
         return ([], text) if text else None

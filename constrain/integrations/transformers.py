@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Hashable, Sequence, cast
 
+from ..core.shell import capabilities
 from ..errors import ConfigurationError
 from ..guide import Guide, allocate_bitmask
 from ..sampling import apply_bitmask
@@ -112,7 +113,7 @@ class LogitsProcessor:
         if cached is not None:
             return cached
         guide = self._guide(item)
-        eos: frozenset[int] = getattr(getattr(guide, "vocabulary", None), "eos_token_ids", frozenset())
+        eos = capabilities(guide).eos_token_ids
         if not suffix:
             return guide.initial_state
         parent = self._states.get((item, suffix[:-1]))

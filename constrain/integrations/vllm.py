@@ -30,6 +30,7 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..core.shell import capabilities
 from ..errors import BitmaskError, ConfigurationError, ConstrainError, InvalidStateError
 from ..guide import Guide, bitmask_size
 
@@ -184,16 +185,13 @@ def allocate_batch_bitmask(vocab_size: int, rows: int) -> Any:
     return torch.full(shape, -1, dtype=torch.int32)
 
 
-def forced_text(guide: Any, state: Hashable) -> str:
+def forced_text(guide: Guide[Hashable], state: Hashable) -> str:
     """The text every continuation of ``state`` starts with, cut to whole UTF-8 characters ("" if none).
 
-    Guides with ``forced_bytes`` know it (both backends, and triggered guides); a cut is needed
-    because a forced run can end inside a multi-byte character.
+    Every guide of the package says (``forced_bytes``; a protocol-only guide forces nothing);
+    a cut is needed because a forced run can end inside a multi-byte character.
     """
-    forced_bytes = getattr(guide, "forced_bytes", None)
-    if forced_bytes is None:
-        return ""
-    data: bytes = forced_bytes(state)
+    data = capabilities(guide).forced_bytes(state)
     for end in range(len(data), max(len(data) - 4, -1), -1):
         try:
             return data[:end].decode("utf-8")
@@ -219,8 +217,7 @@ class RequestState:
 
     def __init__(self, guide: Guide[Hashable]) -> None:
         self.guide = guide
-        vocabulary = getattr(guide, "vocabulary", None)
-        self.eos_token_ids: frozenset[int] = frozenset(getattr(vocabulary, "eos_token_ids", ()))
+        self.eos_token_ids: frozenset[int] = capabilities(guide).eos_token_ids
         self.states: list[Hashable] = [guide.initial_state]
         self.tokens: list[int] = []
 
