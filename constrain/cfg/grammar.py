@@ -1,10 +1,11 @@
 """A lark grammar → the tables the guide runs on: lexer DFAs, LALR actions, a stack store.
 
-Everything is read from lark's own LALR build through its public objects (the
-parse table, the terminal definitions and the per-state ``BasicLexer`` of its
-contextual lexer, whose terminal order and "unless" renames are exactly what
-``Lark.parse`` uses), so the guide cannot drift from what lark would do: it only
-re-executes that table incrementally. Nothing of lark is subclassed or patched.
+Everything is read from lark's own LALR build (the parse table, the terminal
+definitions and the per-state lexers of its contextual lexer, whose terminal order
+and "unless" renames are exactly what ``Lark.parse`` uses), so the guide cannot
+drift from what lark would do: it only re-executes that table incrementally. This
+module sees lark only as the plain data :mod:`.lark_adapter` reads from it; that
+module holds every import of lark and every reliance on its internals.
 
 Parser stacks are *interned*: a stack is an int id naming (top state, parent id),
 so a guide state is a small tuple of ints and bytes, hashing and comparing it is
@@ -21,22 +22,17 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping
-
-import lark
-from lark.exceptions import GrammarError as LarkGrammarError
-from lark.exceptions import LarkError
-from lark.lexer import UnlessCallback
-from lark.parsers.lalr_analysis import Shift
+from typing import Any, Mapping
 
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
 from ..core.limits import Limits
 from ..vocabulary import Vocabulary
 from .errors import GrammarError
+from .lark_adapter import LarkParser, LarkTables, LexerContextSpec, Reduction, RuleSpec, WordBoundary
+from .lark_adapter import build_lark_within, lark_parser
 from .lexer import EmitTable, LexerContext, LexerDFA
 from .pyregex import NotRegular, PriorityNFA
 
@@ -200,12 +196,6 @@ class _FloorTracker:
             floors[-1] = self.value  # an outer computation depends on what the inner one read
 
 
-@dataclass(frozen=True)
-class _Rule:
-    origin: str
-    size: int
-
-
 class CompiledGrammar:
     """Lark's LALR parser and contextual lexer for one grammar, as guide-ready tables.
 
@@ -218,13 +208,13 @@ class CompiledGrammar:
     """
 
     #: Dropped on pickling (see ``__getstate__``), rebuilt by ``lark`` on first use.
-    _lark: lark.Lark | None
+    _lark: LarkParser | None
 
     @property
-    def lark(self) -> lark.Lark:
+    def lark(self) -> LarkParser:
         """The exact lark parser this grammar's guides reproduce (rebuilt once after unpickling)."""
         if self._lark is None:
-            self._lark = _build_lark_within(self.text, self.start, self.always_accept, self.limits.timeout_s)
+            self._lark = build_lark_within(self.text, self.start, self.always_accept, self.limits.timeout_s)
         return self._lark
 
     def __getstate__(self) -> dict[str, Any]:
@@ -257,28 +247,21 @@ class CompiledGrammar:
         self.always_accept = tuple(always_accept)
         self.limits = limits or Limits()
         deadline = Deadline(self.limits.timeout_s)
-        self._lark = _build_lark_within(text, start, self.always_accept, self.limits.timeout_s)
-        frontend = self.lark.parser
-        lexer = getattr(frontend, "lexer", None)
-        if self.always_accept:
-            lexer = getattr(lexer, "lexer", None)  # behind lark's PostLexConnector
-        if lexer is None or not hasattr(lexer, "lexers"):
-            raise GrammarError(
-                "only lark's contextual lexer (the LALR default) is supported; drop the postlexer"
-            )
-        table = getattr(getattr(frontend.parser, "parser", None), "parse_table", None)
-        if table is None:  # pragma: no cover - lark layout changed
-            raise GrammarError("this lark version exposes no LALR parse table")
+        self._lark = build_lark_within(text, start, self.always_accept, self.limits.timeout_s)
+        tables = LarkTables(self._lark)
 
         # Terminals: every one lark knows, indexed.
-        self.terminal_defs = {t.name: t for t in self.lark.terminals}
-        self.names: list[str] = list(self.terminal_defs)
+        #: lark's own terminal definitions, for introspection (``CFGGuide.tables``).
+        self.terminal_defs: dict[str, Any] = tables.terminal_defs
+        #: The same as plain data (:class:`~.lark_adapter.TerminalSpec`), in lark's order.
+        self.terminals = {t.name: t for t in tables.terminals}
+        self.names: list[str] = list(self.terminals)
         self.index = {name: i for i, name in enumerate(self.names)}
-        self.ignore = frozenset(self.index[n] for n in self.lark.ignore_tokens if n in self.index)
+        self.ignore = frozenset(self.index[n] for n in tables.ignore if n in self.index)
         self.ignore_names = frozenset(self.names[i] for i in self.ignore)
 
         # The NFA of all terminals, with lark's global regex flags.
-        flags = int(getattr(self.lark.options, "g_regex_flags", 0) or 0)
+        flags = tables.regex_flags
         self.nfa = PriorityNFA(vocabulary.byte_alphabet, self.limits)
         self.entries: list[int] = []
         for i, name in enumerate(self.names):
@@ -287,7 +270,7 @@ class CompiledGrammar:
                 entry, _ = self.nfa.add_automaton(i, automata[name], name=name)
                 self.entries.append(entry)
                 continue
-            pattern = self.terminal_defs[name].pattern.to_regexp()
+            pattern = self.terminals[name].regexp
             try:
                 entry, _ = self.nfa.add_terminal(i, pattern, flags, name=name)
             except NotRegular as exc:
@@ -302,48 +285,33 @@ class CompiledGrammar:
         self.nfa.finish()
 
         # Parser tables.
-        states = table.states
-        self.num_states = max(states) + 1
+        table = tables.parse_table(start)
+        self.num_states = max(table.actions) + 1
         self.actions: list[dict[str, tuple[bool, int]]] = [{} for _ in range(self.num_states)]
-        self.rules: list[_Rule] = []
-        rule_ids: dict[Any, int] = {}
-        for state, acts in states.items():
-            out = self.actions[state]
-            for symbol, (action, arg) in acts.items():
-                if action is Shift:
-                    out[symbol] = (True, int(arg))
-                else:
-                    rid = rule_ids.get(id(arg))
-                    if rid is None:
-                        rid = len(self.rules)
-                        rule_ids[id(arg)] = rid
-                        self.rules.append(_Rule(str(arg.origin.name), len(arg.expansion)))
-                    out[symbol] = (False, rid)
+        for state, acts in table.actions.items():
+            self.actions[state] = acts
+        self.rules: list[Reduction] = list(table.reductions)
         self.action_terminals: list[frozenset[str]] = [
             frozenset(symbol for symbol in acts if symbol in self.index) for acts in self.actions
         ]
-        self.start_state = int(table.start_states[start])
-        self.end_state = int(table.end_states[start])
+        self.start_state = table.start_state
+        self.end_state = table.end_state
         self.stacks = Stacks(self.start_state, self.limits.max_parser_stack)
         self._feed_memo: dict[tuple[int, str], tuple[int, int]] = {}
         self._floors = threading.local()
         self._can_take: dict[tuple[int, frozenset[str]], tuple[bool, int]] = {}
         self._end_memo: dict[int, bool] = {}
 
-        self._check_productive(vocabulary)
+        self._check_productive(tables)
 
-        # Lexer contexts: one per distinct lark BasicLexer, all in one DFA.
-        specs: dict[int, LexerContext] = {}
+        # Lexer contexts: one per distinct lark lexer, all in one DFA.
+        context_of_state, lark_contexts = tables.lexer_contexts(self.num_states, deadline.check)
+        specs = [self._context(spec) for spec in lark_contexts]
         pairs: dict[int, set[int]] = {}
-        for state in range(self.num_states):
-            basic = lexer.lexers.get(state)
-            if basic is not None and id(basic) not in specs:
-                deadline.check("while reading lark's lexer contexts")
-                spec = _context_spec(basic, self.index)
-                specs[id(basic)] = spec
-                for retok, strings in spec.unless:
-                    pairs.setdefault(retok, set()).update(strings)
-        order = {name: rank for rank, name in enumerate(_lark_order(self.lark.terminals))}
+        for spec in specs:
+            for retok, strings in spec.unless:
+                pairs.setdefault(retok, set()).update(strings)
+        order = {name: rank for rank, name in enumerate(tables.lexer_order)}
         unless_pairs = {
             retok: tuple(sorted(strings, key=lambda s: order[self.names[s]]))
             for retok, strings in pairs.items()
@@ -353,15 +321,12 @@ class CompiledGrammar:
         self.start_of_state: list[int] = [0] * self.num_states
         starts: dict[int, int] = {}
         self.num_contexts = len(specs)
-        for state in range(self.num_states):
-            basic = lexer.lexers.get(state)
-            if basic is None:
-                continue
-            start_state = starts.get(id(basic))
+        for state, context in sorted(context_of_state.items()):
+            start_state = starts.get(context)
             if start_state is None:
                 deadline.check("while building the lexer contexts")
-                start_state = self.lexer.add_context(specs[id(basic)])
-                starts[id(basic)] = start_state
+                start_state = self.lexer.add_context(specs[context])
+                starts[context] = start_state
             self.start_of_state[state] = start_state
         # With single_ignore, the lexer goes on after an ignored lexeme in the same context
         # minus the ignored terminals: its own start state, so the guide's state tells.
@@ -369,15 +334,18 @@ class CompiledGrammar:
         if single_ignore:
             unignored: dict[int, int] = {}
             self.start_after_ignore_of_state = [0] * self.num_states
-            for state in range(self.num_states):
-                basic = lexer.lexers.get(state)
-                if basic is None:
-                    continue
-                if id(basic) not in unignored:
-                    spec = specs[id(basic)]
+            for state, context in sorted(context_of_state.items()):
+                if context not in unignored:
+                    spec = specs[context]
                     kept = tuple(t for t in spec.order if t not in self.ignore)
-                    unignored[id(basic)] = self.lexer.add_context(LexerContext(kept, spec.unless))
-                self.start_after_ignore_of_state[state] = unignored[id(basic)]
+                    unignored[context] = self.lexer.add_context(LexerContext(kept, spec.unless))
+                self.start_after_ignore_of_state[state] = unignored[context]
+
+    def _context(self, spec: LexerContextSpec) -> LexerContext:
+        """A lark lexer context by terminal number, as the lexer DFA takes it."""
+        index = self.index
+        unless = tuple((index[name], tuple(index[s] for s in strings)) for name, strings in spec.unless)
+        return LexerContext(tuple(index[name] for name in spec.order), unless)
 
     # ------------------------------------------------------------------ parsing
 
@@ -489,9 +457,9 @@ class CompiledGrammar:
 
     # ------------------------------------------------------------------ checks
 
-    def _check_productive(self, vocabulary: Vocabulary) -> None:
+    def _check_productive(self, tables: LarkTables) -> None:
         """Raise when the start rule, or a rule it reaches, can derive no string at all."""
-        rules = self.lark.rules
+        rules = tables.rules
         productive: set[str] = set()
         for i, name in enumerate(self.names):
             if self.nfa.live[self.entries[i]]:
@@ -503,32 +471,32 @@ class CompiledGrammar:
         users: dict[str, list[int]] = {}
         found: list[str] = []
         for number, rule in enumerate(rules):
-            needs = {symbol.name for symbol in rule.expansion} - productive
+            needs = {name for name, _ in rule.expansion} - productive
             waiting.append(len(needs))
             for name in needs:
                 users.setdefault(name, []).append(number)
-            if not needs and rule.origin.name not in productive:
-                productive.add(rule.origin.name)
-                found.append(rule.origin.name)
+            if not needs and rule.origin not in productive:
+                productive.add(rule.origin)
+                found.append(rule.origin)
         while found:
             for number in users.get(found.pop(), ()):
                 waiting[number] -= 1
-                origin = rules[number].origin.name
+                origin = rules[number].origin
                 if not waiting[number] and origin not in productive:
                     productive.add(origin)
                     found.append(origin)
         reachable: set[str] = set()
         stack = [self.start]
-        by_origin: dict[str, list[Any]] = {}
+        by_origin: dict[str, list[RuleSpec]] = {}
         for rule in rules:
-            by_origin.setdefault(rule.origin.name, []).append(rule)
+            by_origin.setdefault(rule.origin, []).append(rule)
         while stack:
             name = stack.pop()
             if name in reachable:
                 continue
             reachable.add(name)
             for rule in by_origin.get(name, []):
-                stack.extend(s.name for s in rule.expansion if not s.is_term)
+                stack.extend(name for name, is_term in rule.expansion if not is_term)
         if self.start not in productive:
             stuck = sorted(n for n in reachable - productive if n in by_origin and n != self.start)
             because = f"; these rules never finish: {', '.join(stuck)}" if stuck else ""
@@ -541,156 +509,11 @@ class CompiledGrammar:
                     rule=name,
                 )
         for rule in rules:
-            for symbol in rule.expansion:
-                if symbol.is_term and symbol.name not in productive and rule.origin.name in reachable:
+            for name, is_term in rule.expansion:
+                if is_term and name not in productive and rule.origin in reachable:
                     why = (
                         "this terminal matches no string spellable with the vocabulary's bytes"
-                        if symbol.name in self.terminal_defs
+                        if name in self.terminals
                         else "this terminal is only %declared: it has no pattern, so it cannot be generated"
                     )
-                    # lark's names are its Token class (a str subclass): hand out plain strings
-                    raise GrammarError(why, rule=str(rule.origin.name), terminal=str(symbol.name))
-
-
-def _unlexable(terminals: Iterable[Any]) -> str | None:
-    """The first terminal whose regex fails inside the named group lark's scanner puts it in
-    (inline global flags not at the start, a group named like the terminal)."""
-    for terminal in terminals:
-        try:
-            re.compile(f"(?P<{terminal.name}>{terminal.pattern.to_regexp()})")
-        except re.error:
-            return str(terminal.name)
-    return None
-
-
-def _lark_order(terminals: Iterable[Any]) -> list[str]:
-    """Terminal names in the order lark's BasicLexer tries them (priority, width, length, name)."""
-    def rank(t: Any) -> tuple[int, int, int, str]:
-        return (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name)
-
-    return [t.name for t in sorted(terminals, key=rank)]
-
-
-def _context_spec(basic: Any, index: dict[str, int]) -> LexerContext:
-    try:
-        scanner = basic.scanner  # building it also sets basic.callback (lark's "unless" renames)
-    except re.error as exc:  # lark compiles its lexer lazily, so its own parse would fail on every text
-        raise GrammarError(
-            f"no lexer can be built for this grammar: {exc}", terminal=_unlexable(basic.terminals)
-        ) from None
-    order = tuple(index[t.name] for t in scanner.terminals)
-    unless = []
-    for name, callback in sorted(basic.callback.items()):
-        if not isinstance(callback, UnlessCallback):
-            raise GrammarError("lexer callbacks are not supported", terminal=name)
-        unless.append((index[name], tuple(index[t.name] for t in callback.scanner.terminals)))
-    return LexerContext(order, tuple(unless))
-
-
-_UNDEFINED = re.compile(r"undefined rule: NonTerminal\('([^']+)'\)|Rule '([^']+)' used but not defined")
-_COLLISION = re.compile(r"Reduce/Reduce collision in Terminal\('([^']+)'\)")
-#: A terminal definition (``NAME: ...`` or ``NAME.2: ...``) whose line holds a regex comment.
-_COMMENTED_TERMINAL = re.compile(r"^\s*([A-Z_][A-Z_0-9]*)(?:\.-?\d+)?\s*:.*\(\?#", re.M)
-_RULE_IN_COLLISION = re.compile(r"-\s*<([^:>\s]+)\s*:")
-
-
-class WordBoundary:
-    """A lark postlexer that changes no token; it only keeps terminals in every lexer context.
-
-    Lark's contextual lexer only tries the terminals the parser state expects. Where
-    only keywords are expected (``ORDER`` must be followed by ``BY``), nothing marks
-    the end of a word, so ``orderby`` reads as ``ORDER BY`` and ``select2`` as
-    ``SELECT 2``. With the identifier terminal always tried, such a word is read whole
-    as an identifier (renamed to a keyword only when it *is* one), so it is rejected
-    there, as SQL would. Keywords always tried are *reserved*: lark renames a word
-    that equals one, so it is never an identifier. Pass it to lark as
-    ``postlex=WordBoundary(("NAME", ...))``.
-    """
-
-    def __init__(self, always_accept: tuple[str, ...]) -> None:
-        self.always_accept = tuple(always_accept)
-
-    def process(self, stream: Any) -> Any:
-        return stream
-
-
-def lark_parser(text: str, *, start: str = "start", always_accept: tuple[str, ...] = ()) -> lark.Lark:
-    """The lark parser whose language a guide reproduces (the oracle for tests)."""
-    options: dict[str, Any] = {"parser": "lalr", "lexer": "contextual", "start": start}
-    if always_accept:
-        options["postlex"] = WordBoundary(always_accept)
-    return lark.Lark(text, **options)
-
-
-def _build_lark_within(text: str, start: str, always_accept: tuple[str, ...], timeout_s: float) -> lark.Lark:
-    """lark's parser, or ``LimitExceededError("timeout_s")`` once ``timeout_s`` has passed.
-
-    lark's LALR construction cannot be interrupted and grows steeply with some grammar
-    shapes (minutes for a few hundred mutually recursive alternatives), so it runs in a
-    daemon thread and the caller stops waiting at the deadline; the abandoned
-    construction finishes in the background and is discarded.
-    """
-    outcome: list[lark.Lark | BaseException] = []
-
-    def build() -> None:
-        try:
-            outcome.append(_build_lark(text, start, always_accept))
-        except BaseException as exc:  # handed to the waiting caller below
-            outcome.append(exc)
-
-    worker = threading.Thread(target=build, name="constrain-lark-build", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if worker.is_alive():
-        raise LimitExceededError(
-            "timeout_s", timeout_s,
-            "lark's LALR table construction is still running (it goes on in the background and is "
-            "discarded); simplify the grammar or raise Limits.timeout_s",
-        )  # fmt: skip
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
-    return outcome[0]
-
-
-def _build_lark(text: str, start: str, always_accept: tuple[str, ...] = ()) -> lark.Lark:
-    try:
-        return lark_parser(text, start=start, always_accept=always_accept)
-    except LarkGrammarError as exc:
-        message = str(exc)
-        collision = _COLLISION.search(message)
-        if collision:
-            rules = _RULE_IN_COLLISION.findall(message)
-            raise GrammarError(
-                f"the grammar is not LALR(1): {message.strip()}",
-                rule=min(rules) if rules else None,
-                terminal=collision.group(1),
-            ) from None
-        undefined = _UNDEFINED.search(message)
-        if undefined:
-            name = undefined.group(1) or undefined.group(2)
-            if name.lstrip("_")[:1].isupper():  # lark names terminals in upper case
-                raise GrammarError(f"undefined terminal: {message}", terminal=name) from None
-            raise GrammarError(f"undefined rule: {message}", rule=name) from None
-        raise GrammarError(f"invalid grammar: {message}") from None
-    except LarkError as exc:
-        message = str(exc)
-        match = re.search(r"\(([A-Z_][A-Z_0-9]*):", message) or re.search(
-            r"token ([A-Z_][A-Z_0-9]*)", message
-        )
-        terminal = match.group(1) if match else None
-        raise GrammarError(f"invalid grammar: {message}", terminal=terminal) from None
-    except (FileNotFoundError, OSError) as exc:  # %import of a grammar lark cannot find
-        raise GrammarError(f"invalid grammar: an %import names no grammar lark can find ({exc})") from None
-    except (KeyError, ValueError, AssertionError) as exc:
-        raise GrammarError(f"invalid grammar: {type(exc).__name__}: {exc}") from None
-    except AttributeError as exc:
-        # lark's terminal-collision check hands every pattern to interegular, whose parser
-        # crashes on some valid Python syntax (a regex comment, ``(?#...)``): lark itself
-        # cannot build such a grammar, so neither can a guide that reproduces it
-        commented = _COMMENTED_TERMINAL.search(text)
-        raise GrammarError(
-            f"lark cannot build this grammar: its terminal-collision check (interegular) failed on a "
-            f"terminal's pattern ({type(exc).__name__}: {exc}); regex comments (?#...) cause this, "
-            "remove them",
-            terminal=commented.group(1) if commented else None,
-        ) from None
+                    raise GrammarError(why, rule=rule.origin, terminal=name)
