@@ -23,7 +23,7 @@ from .errors import ConfigurationError, ConstrainError
 from .json_schema.to_grammar import schema_to_grammar
 from .json_schema.refs import References
 from .json_schema.to_regex import SchemaOptions, load_schema, recursive_refs, schema_walk
-from .regex.automaton import ByteNFA, LazyDFA
+from .regex.automaton import DEAD, ByteNFA, LazyDFA
 from .core.limits import Limits
 from .regex.guide import RegexGuide
 from .regex.index import TokenIndex
@@ -114,10 +114,13 @@ class Compiler:
         settings = SchemaOptions(**options)
         refs = References(loaded, remotes)
         if settings.max_recursion_depth is None and recursive_refs(loaded, refs):
-            grammar = schema_to_grammar(loaded, remotes=remotes, limits=limits or self.limits, **options)
+            automata = _TerminalAutomata(self.vocabulary, limits or self.limits)
+            grammar = schema_to_grammar(
+                loaded, remotes=remotes, limits=limits or self.limits, alive=automata.alive, **options
+            )
             walk = grammar.walk
             guide: RegexGuide | CFGGuide = self._grammar_of_trees(
-                grammar.text, grammar.terminals, limits or self.limits
+                grammar.text, grammar.terminals, limits or self.limits, automata
             )
         else:
             # schema_walk only hands ``remotes`` on to References, which takes any Mapping.
@@ -207,16 +210,18 @@ class Compiler:
         return TriggeredGuide(trigger, self.vocabulary, then=then, require_trigger=require_trigger,
                               max_free_tokens=max_free_tokens)  # fmt: skip
 
-    def _grammar_of_trees(self, text: str, terminals: Mapping[str, Node], limits: Limits) -> "CFGGuide":
-        """A grammar guide whose terminals are regex-backend trees (the skeleton of a recursive schema)."""
+    def _grammar_of_trees(
+        self, text: str, terminals: Mapping[str, Node], limits: Limits, built: "_TerminalAutomata | None" = None
+    ) -> "CFGGuide":
+        """A grammar guide whose terminals are regex-backend trees (the skeleton of a recursive schema).
+
+        ``built`` holds the automata already made for some of the trees (to see which are dead).
+        """
         from .cfg import compile_grammar
 
         def build() -> "CFGGuide":
-            deadline = time.monotonic() + limits.timeout_s
-            alphabet = self.vocabulary.byte_alphabet
-            automata = {
-                name: LazyDFA(ByteNFA(tree, limits, alphabet, deadline=deadline)) for name, tree in terminals.items()
-            }
+            made = built or _TerminalAutomata(self.vocabulary, limits)
+            automata = {name: made.automaton(tree) for name, tree in terminals.items()}
             return compile_grammar(text, self.vocabulary, limits=limits, automata=automata)
 
         return self._cached_guide(("grammar-of-trees", text, tuple(terminals.items()), limits), build)
@@ -265,6 +270,29 @@ class Compiler:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return _for_call(guide)
+
+
+class _TerminalAutomata:
+    """The regex-backend automaton of each terminal tree of a grammar, built once.
+
+    The grammar writer asks whether a tree matches any text (:meth:`alive`) before it names
+    a terminal for it; the grammar then uses the same automata.
+    """
+
+    def __init__(self, vocabulary: Vocabulary, limits: Limits) -> None:
+        self._alphabet = vocabulary.byte_alphabet
+        self._limits = limits
+        self._deadline = time.monotonic() + limits.timeout_s
+        self._built: dict[Node, LazyDFA] = {}
+
+    def automaton(self, tree: Node) -> LazyDFA:
+        found = self._built.get(tree)
+        if found is None:
+            found = self._built[tree] = LazyDFA(ByteNFA(tree, self._limits, self._alphabet, deadline=self._deadline))
+        return found
+
+    def alive(self, tree: Node) -> bool:
+        return self.automaton(tree).start != DEAD
 
 
 def _for_call(guide: _G, **meta: Any) -> _G:

@@ -16,9 +16,22 @@ __all__ = ["has_rule_ref", "lark_repeat", "nullable"]
 
 
 def has_rule_ref(node: Node) -> bool:
-    """Whether ``node`` refers to a rule anywhere (else it can be one terminal)."""
+    """Whether ``node`` refers to a rule anywhere (else it can be one terminal).
+
+    Trees share subtrees (a ``$ref`` used in many places), so the answer is kept on each
+    composite node: asked afresh, a walk over a shared DAG is exponential in its depth
+    (a SchemaStore schema spent minutes here before).
+    """
     if isinstance(node, RuleRef):
         return True
+    known: bool | None = node.__dict__.get("_has_rule_ref")
+    if known is None:
+        known = _has_rule_ref(node)
+        object.__setattr__(node, "_has_rule_ref", known)
+    return known
+
+
+def _has_rule_ref(node: Node) -> bool:
     if isinstance(node, Concat):
         return any(has_rule_ref(p) for p in node.parts)
     if isinstance(node, Alt):

@@ -237,3 +237,71 @@ def test_objects_that_share_an_optional_member_compile_and_stay_sound(smollm2: o
 def test_the_second_of_two_overlapping_object_branches_is_reachable(smollm2: object) -> None:
     guide = constrain.Compiler(smollm2).json_schema(SHARED_OPTIONAL, strict_properties=False)
     assert accepts(guide, tokenize_continuation(smollm2, '{"value": 1}'))
+
+
+#: Two branches with the same optional member, told apart by their required ones.
+SAME_OPTIONAL = {"$defs": {"node": {"anyOf": [
+    {"type": "object", "properties": {"label": {"type": "string"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+     "required": ["kids"], "additionalProperties": False},
+    {"type": "object", "properties": {"label": {"type": "string"},
+                                      "value": {"anyOf": [{"type": "integer"}, {"$ref": "#/$defs/node"}]}},
+     "required": ["value"], "additionalProperties": False},
+]}}, "$ref": "#/$defs/node"}  # fmt: skip
+
+
+def _judged_as_jsonschema_judges(tokenizer: object, schema: dict, valid: list, invalid: list, seed: int) -> None:
+    """The schema compiles to a grammar guide that takes ``valid``, refuses ``invalid`` (both as
+    jsonschema says), and whose random walks jsonschema accepts."""
+    compiler = constrain.Compiler(tokenizer)
+    guide = compiler.json_schema(schema, strict_properties=False)
+    assert guide.backend == "cfg"
+    for instance in valid:
+        jsonschema.validate(instance, schema)
+        assert accepts(guide, tokenize_continuation(tokenizer, json.dumps(instance))), instance
+    for text in invalid:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(json.loads(text), schema)
+        assert not accepts(guide, tokenize_continuation(tokenizer, text)), text
+    texts = finished_walks(guide, compiler.vocabulary, random.Random(seed), count=12, max_tokens=200)
+    assert texts
+    for text in texts:
+        jsonschema.validate(json.loads(text), schema)
+
+
+def test_branches_with_the_same_optional_members_share_their_rules(smollm2: object) -> None:
+    """Written as two rules with one body, the branches' "label" members put a reduce/reduce
+    conflict in the LALR table (a GrammarError before: MaskBench o48661); one rule per body does not."""
+    valid = [{"kids": []}, {"label": "a", "value": {"kids": []}}, {"kids": [{"value": 2, "label": "b"}], "label": "a"}]
+    invalid = ['{"label": "a"}', '{"kids": [], "value": 1}', '{"kids": [{"label": "b"}]}']
+    _judged_as_jsonschema_judges(smollm2, SAME_OPTIONAL, valid, invalid, seed=5)
+
+
+#: Every key matches ".*", so no key is left to ``additionalProperties`` (absent: any value): the
+#: walk writes a terminal for such keys whose language is empty (MaskBench o48661's "drillDownMap").
+ALL_KEYS_BY_PATTERN = {
+    "$defs": {"node": {"type": "object", "properties": {"name": {"type": "string"}},
+                       "patternProperties": {".*": {"anyOf": [{"type": "integer"}, {"$ref": "#/$defs/node"}]}}}},
+    "$ref": "#/$defs/node",
+}  # fmt: skip
+
+
+def test_a_terminal_that_matches_nothing_is_left_out_with_what_needs_it(smollm2: object) -> None:
+    """A GrammarError ("matches no string") before: the dead terminal is now dropped from the grammar."""
+    valid = [{}, {"a": 1}, {"a": 1, "b": {"c": 2}}, {"b": {"b": {}}}]
+    invalid = ['{"a": "x"}', '{"b": {"c": null}}', '{"name": "x"}']  # "name" matches ".*" too
+    _judged_as_jsonschema_judges(smollm2, ALL_KEYS_BY_PATTERN, valid, invalid, seed=3)
+
+
+def test_subtrees_shared_many_times_are_written_once() -> None:
+    """Each level refers to the one below twice: 2**40 paths through a small tree without a rule
+    reference. Asked afresh at every step whether a subtree holds one (as the grammar writer did),
+    the walk over it never ended."""
+    levels = 40
+    defs: dict = {"l0": {"type": "integer"}}
+    for i in range(1, levels + 1):
+        below = {"$ref": f"#/$defs/l{i - 1}"}
+        defs[f"l{i}"] = {"type": "object", "properties": {"a": below, "b": below}}
+    schema = {"$defs": defs, "type": "object",
+              "properties": {"top": {"$ref": f"#/$defs/l{levels}"}, "again": {"$ref": "#"}}}  # fmt: skip
+    grammar = schema_to_grammar(schema)
+    assert len(grammar.terminals) < 20  # the levels make one terminal

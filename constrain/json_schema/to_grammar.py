@@ -21,8 +21,9 @@ lexer context share a prefix, the first in lark's order wins (over-constrained a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
+from ..errors import EmptyLanguageError
 from ..skeleton import has_rule_ref, lark_repeat, nullable
 from ..regex.tree import EMPTY, Alt, Concat, Members, MemberSet, Node, Repeat, RuleRef
 from .to_regex import (
@@ -37,6 +38,9 @@ from .to_regex import (
 
 __all__ = ["SchemaGrammar", "schema_to_grammar", "tree_to_grammar"]
 
+#: Where a rule body refers to the rule itself, before the rule has a name (see ``_Writer.rule``).
+_SELF = "@self"
+
 
 @dataclass(frozen=True)
 class SchemaGrammar:
@@ -47,20 +51,45 @@ class SchemaGrammar:
     walk: WalkResult
 
 
-def schema_to_grammar(schema: Any, *, remotes: Any = None, limits: Any = None, **options: Any) -> SchemaGrammar:
-    """The grammar (start rule ``start``) of ``schema``, with the walk (``dropped``, ``ignored``)."""
+def schema_to_grammar(
+    schema: Any, *, remotes: Any = None, limits: Any = None, alive: Callable[[Node], bool] | None = None,
+    **options: Any,
+) -> SchemaGrammar:
+    """The grammar (start rule ``start``) of ``schema``, with the walk (``dropped``, ``ignored``).
+
+    ``alive`` is :func:`tree_to_grammar`'s: whether a terminal's tree matches any text.
+    """
     walk = schema_walk(load_schema(schema), SchemaOptions(**options), rules=True, remotes=remotes, limits=limits)
-    text, terminals = tree_to_grammar(walk.tree, walk.rules)
+    text, terminals = tree_to_grammar(walk.tree, walk.rules, alive)
     return SchemaGrammar(text, terminals, walk)
 
 
-def tree_to_grammar(start: Node, rules: dict[str, Node]) -> tuple[str, dict[str, Node]]:
+def tree_to_grammar(
+    start: Node, rules: dict[str, Node], alive: Callable[[Node], bool] | None = None
+) -> tuple[str, dict[str, Node]]:
     """Lark text for a start tree and named rule trees (which may refer to each other), and the
-    tree of each terminal the text names."""
-    writer = _Writer(rules)
-    lines = [f"start: {writer.expansion(start)}"]
-    for name, body in rules.items():
-        lines.append(f"{name}: {writer.expansion(body)}")
+    tree of each terminal the text names.
+
+    ``alive(tree)`` says whether a terminal's tree matches any text at all (None: assume so).
+    A tree can match nothing where the schema walk could not tell: the keys a ``.*``
+    ``patternProperties`` leaves to ``additionalProperties``, a difference of two patterns.
+    Such a terminal is left out with everything that needs it (an optional member is just
+    not offered), as the regex backend's automaton drops a dead branch: a grammar whose
+    terminal never lexes could lead generation into a rule it cannot finish.
+    """
+    dead_rules: set[str] = set()
+    while True:  # a rule that needs a dead terminal is dead, and so are the rules that need it
+        writer = _Writer(rules, alive, frozenset(dead_rules))
+        top = writer.expansion(start)
+        if top is None:
+            raise EmptyLanguageError("the schema matches no JSON text at all")
+        bodies = {name: writer.expansion(body) for name, body in rules.items()}
+        newly_dead = {name for name, body in bodies.items() if body is None}
+        if not newly_dead:
+            break
+        dead_rules |= newly_dead
+    lines = [f"start: {top}"]
+    lines += [f"{name}: {body}" for name, body in bodies.items()]
     lines += writer.extra_rules
     # A placeholder per terminal: lark needs a pattern, and distinct strings keep lark from
     # merging terminals or renaming one into another.
@@ -68,20 +97,34 @@ def tree_to_grammar(start: Node, rules: dict[str, Node]) -> tuple[str, dict[str,
     return "\n".join(lines) + "\n", {name: tree for tree, name in writer.terminals.items()}
 
 
+def _joined(*parts: str | None) -> str | None:
+    """Lark text for parts in sequence; None (matches nothing) if any part is."""
+    if any(part is None for part in parts):
+        return None
+    return " ".join(part for part in parts if part)
+
+
 @dataclass
 class _Writer:
+    """One pass over the trees. ``expansion`` and ``leaf`` return Lark text, "" for the empty
+    string and None for a part that matches nothing (a dead terminal, a dead rule)."""
+
     rules: dict[str, Node]
+    alive: Callable[[Node], bool] | None = None
+    dead_rules: frozenset[str] = frozenset()
     terminals: dict[Node, str] = field(default_factory=dict)
     extra_rules: list[str] = field(default_factory=list)
+    #: Rule bodies already written, and the name each was written under (see ``rule``).
+    named: dict[str, str] = field(default_factory=dict)
     _members: int = 0
 
-    def expansion(self, node: Node) -> str:
+    def expansion(self, node: Node) -> str | None:
         if not has_rule_ref(node):
             return self.leaf(node)
         if isinstance(node, RuleRef):
-            return node.name
+            return None if node.name in self.dead_rules else node.name
         if isinstance(node, Concat):
-            parts: list[str] = []
+            parts: list[str | None] = []
             pending: list[Node] = []
             for part in node.parts:  # neighbouring reference-free parts make one terminal
                 if has_rule_ref(part):
@@ -93,21 +136,30 @@ class _Writer:
                     pending.append(part)
             if pending:
                 parts.append(self.leaf(Concat(tuple(pending))))
-            return " ".join(p for p in parts if p)
+            return _joined(*parts)
         if isinstance(node, Alt):
-            options = [self.expansion(o) for o in node.options]
+            options = [o for o in (self.expansion(o) for o in node.options) if o is not None]
+            if not options:
+                return None
             body = " | ".join(o for o in options if o)
+            if not body:
+                return ""
             return f"({body})?" if any(not o for o in options) else f"({body})"
-        if isinstance(node, Repeat) and node.separator is not None:
+        if isinstance(node, Repeat):
             if node.high == 0:
                 return ""
-            item = f"({self.expansion(node.node)})"
-            pair = f"({self.leaf(node.separator)} {item})"
+            item = self.expansion(node.node)
+            if item is None:
+                return "" if node.low == 0 else None
+            if node.separator is None:
+                return lark_repeat(f"({item})", node.low, node.high)
+            separator = self.leaf(node.separator)
+            if separator is None:  # one item at most
+                return None if node.low > 1 else (f"({item})" if node.low else f"({item})?")
+            pair = f"({_joined(separator, f'({item})')})"
             tail = lark_repeat(pair, max(node.low - 1, 0), None if node.high is None else node.high - 1)
-            core = f"{item} {tail}".strip()
+            core = f"({item}) {tail}".strip()
             return core if node.low else f"({core})?"
-        if isinstance(node, Repeat):
-            return lark_repeat(f"({self.expansion(node.node)})", node.low, node.high)
         if isinstance(node, Members):
             return self.members(node)
         if isinstance(node, MemberSet):
@@ -120,30 +172,32 @@ class _Writer:
             "members in any order cannot be expressed by the grammar backend",
         )
 
-    def members(self, node: Members) -> str:
+    def members(self, node: Members) -> str | None:
         """Ordered members as two chains of rules, linear in the member count."""
+        bodies = [self.expansion(item) for item, _ in node.items]
+        if any(body is None and required for body, (_, required) in zip(bodies, node.items)):
+            return None
+        sep = self.leaf(node.separator)
+        extra = None if node.extra is None else self.expansion(node.extra)
         k = self._members
         self._members += 1
         n = len(node.items)
-        sep = self.leaf(node.separator)
         first = [f"m{k}_first_{i}" for i in range(n + 1)]
         later = [f"m{k}_later_{i}" for i in range(n + 1)]
-        for i, (item, required) in enumerate(node.items):
-            body = self.expansion(item)
-            first_options = [f"{body} {later[i + 1]}"] + ([] if required else [first[i + 1]])
-            later_options = [f"{sep} {body} {later[i + 1]}"] + ([] if required else [later[i + 1]])
-            self.extra_rules.append(f"{first[i]}: " + " | ".join(first_options))
-            self.extra_rules.append(f"{later[i]}: " + " | ".join(later_options))
-        if node.extra is not None:
-            extra = self.expansion(node.extra)
+        for i, (body, (_, required)) in enumerate(zip(bodies, node.items)):
+            first_options = [_joined(body, later[i + 1])] + ([] if required else [first[i + 1]])
+            later_options = [_joined(sep, body, later[i + 1])] + ([] if required else [later[i + 1]])
+            self.extra_rules.append(f"{first[i]}: " + " | ".join(o for o in first_options if o is not None))
+            self.extra_rules.append(f"{later[i]}: " + " | ".join(o for o in later_options if o is not None))
+        if extra is not None:
             self.extra_rules.append(f"{first[n]}: ({extra} {later[n]})?")
-            self.extra_rules.append(f"{later[n]}: ({sep} {extra})*")
+            self.extra_rules.append(f"{later[n]}: " + ("" if sep is None else f"({sep} {extra})*"))
         else:
             self.extra_rules.append(f"{first[n]}: ")
             self.extra_rules.append(f"{later[n]}: ")
         return first[0]
 
-    def member_set(self, node: MemberSet) -> str:
+    def member_set(self, node: MemberSet) -> str | None:
         """Members in any order, where some value refers to a rule: a list of members, with
         rules that track which required members were seen.
 
@@ -164,39 +218,52 @@ class _Writer:
         if node.ordered or len(node.required) > MAX_TRACKED_REQUIRED:  # definition order: stricter, linear
             return self.members(Members(tuple((item, i in node.required) for i, item in enumerate(node.items)),
                                         node.separator, node.extra))  # fmt: skip
+        required = list(node.required)
+        tracked = {j: self.expansion(node.items[j]) for j in required}
+        if any(body is None for body in tracked.values()):
+            return None
+        sep = self.leaf(node.separator)
+        if sep is None:
+            raise SchemaError("this schema's member separator matches nothing")
+        candidates = [self.expansion(item) for i, item in enumerate(node.items) if i not in node.required]
+        if node.extra is not None:
+            candidates.append(self.expansion(node.extra))
+        others = [o for o in candidates if o is not None]
         k = self._members
         self._members += 1
-        sep = self.leaf(node.separator)
-        required = list(node.required)
-        others = [self.expansion(item) for i, item in enumerate(node.items) if i not in node.required]
-        if node.extra is not None:
-            others.append(self.expansion(node.extra))
-        tracked = {j: self.expansion(node.items[j]) for j in required}
-        other = f"m{k}_other"
-        if others:
-            self.extra_rules.append(f"{other}: " + " | ".join(f"({o})" for o in others))
-
-        def seen(subset: int) -> str:
-            return f"m{k}_seen_{subset}"
-
+        other = self.rule(f"m{k}_other", " | ".join(f"({o})" for o in others)) if others else ""
+        seen: dict[int, str] = {}
         for subset in range(1 << len(required)):
-            options = [f"{seen(subset)} {sep} {other}"] if others else []
+            options = [f"{_SELF} {sep} {other}"] if others else []
             for bit, j in enumerate(required):
                 if subset >> bit & 1:
-                    options.append(f"{seen(subset)} {sep} {tracked[j]}")  # again: its last copy counts
+                    options.append(f"{_SELF} {sep} {tracked[j]}")  # again: its last copy counts
                     before = subset & ~(1 << bit)
-                    options.append(f"{seen(before)} {sep} {tracked[j]}" if before or others else "")
+                    options.append(f"{seen[before]} {sep} {tracked[j]}" if before or others else "")
                     if not before:
-                        options.append(tracked[j])  # the first member
+                        options.append(f"{tracked[j]}")  # the first member
             if not subset and others:
                 options.append(other)
             options = [o for o in options if o]
-            if options:
-                self.extra_rules.append(f"{seen(subset)}: " + " | ".join(dict.fromkeys(options)))
-        full = seen((1 << len(required)) - 1)
+            seen[subset] = self.rule(f"m{k}_seen_{subset}", " | ".join(dict.fromkeys(options))) if options else ""
+        full = seen[(1 << len(required)) - 1]
         return full if required else (f"{full}?" if others else "")
 
-    def leaf(self, node: Node) -> str:
+    def rule(self, name: str, body: str) -> str:
+        """A rule for ``body`` (``_SELF`` where it refers to itself), or the rule already written for it.
+
+        Two member sets of one ``anyOf`` often share their optional members. Written as two
+        rules with the same body, they put a reduce/reduce conflict in every LALR state the
+        branches share (the parser must choose a rule before the key that decides the branch);
+        one rule for one body defines the same language and leaves the choice to that key.
+        """
+        existing = self.named.get(body)
+        if existing is None:
+            existing = self.named[body] = name
+            self.extra_rules.append(f"{name}: " + body.replace(_SELF, name))
+        return existing
+
+    def leaf(self, node: Node) -> str | None:
         """A reference-free tree as one terminal; a nullable one as an optional terminal."""
         if node == EMPTY or (isinstance(node, Concat) and not node.parts):
             return ""
@@ -204,18 +271,21 @@ class _Writer:
             return self.terminal(node)
         if isinstance(node, Repeat) and not nullable(node.node):
             solid = node.node if node.high == 1 else Repeat(node.node, 1, node.high, node.separator)
-            return f"{self.terminal(solid)}?"
+            name = self.terminal(solid)
+            return "" if name is None else f"{name}?"
         if isinstance(node, Alt):
             solid_options = [o for o in node.options if not nullable(o)]
             if len(solid_options) == len(node.options) - sum(1 for o in node.options if o == EMPTY):
-                return f"{self.terminal(Alt(tuple(solid_options)))}?" if solid_options else ""
+                name = self.terminal(Alt(tuple(solid_options))) if solid_options else None
+                return "" if name is None else f"{name}?"
         if isinstance(node, Concat):
-            return " ".join(p for p in (self.leaf(part) for part in node.parts) if p)
+            return _joined(*(self.leaf(part) for part in node.parts))
         raise SchemaError("this schema needs an empty-matching piece the grammar backend cannot express")
 
-    def terminal(self, node: Node) -> str:
+    def terminal(self, node: Node) -> str | None:
+        """The terminal for a tree that matches no empty text; None if it matches no text at all."""
+        if self.alive is not None and not self.alive(node):
+            return None
         if node not in self.terminals:
             self.terminals[node] = f"T{len(self.terminals)}"
         return self.terminals[node]
-
-

@@ -23,7 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -67,13 +67,14 @@ class ByteNFA(Shared):
 
     def __init__(
         self, tree: Node, limits: Limits, alphabet: bytes = b"\x01" * 256, *, deadline: float | None = None,
-        parts: dict[tuple[int, bytes], tuple[Node, "LazyDFA"]] | None = None,
+        parts: "dict[tuple[str, Node, bytes], Automaton] | None" = None,
     ) -> None:
         self.limits = limits
-        #: The automata of product parts and nested levels built so far, by node identity,
-        #: shared with the automata built inside them: a ``oneOf`` subtracts each branch
-        #: from every other, so one branch is a part of n - 1 differences but built once.
-        self._parts: dict[tuple[int, bytes], tuple[Node, LazyDFA]] = {} if parts is None else parts
+        #: The products and their parts built so far, by node *value*, shared with the automata
+        #: built inside them: a ``oneOf`` subtracts each branch from every other, so one branch
+        #: is a part of n - 1 differences but built once, and the same difference written in
+        #: several places (each copy of a ``$ref``'d object with a ``not``) is searched once.
+        self._parts: dict[tuple[str, Node, bytes], Automaton] = {} if parts is None else parts
         self._deadline = time.monotonic() + limits.timeout_s if deadline is None else deadline
         self._alphabet = alphabet
         self._runs = byte_runs(alphabet)
@@ -92,7 +93,6 @@ class ByteNFA(Shared):
         self._stubs: dict[int, Node] = {}
         self.deferred: dict[int, Node] = {}
         self._fragments: list[tuple[int, int, int]] = []
-        self._sizes: dict[int, int] = {}
         #: State inside a bounded ``Length`` body → (its marker loop, fewest characters from there to
         #: the body's end); marker → the most of those (see ``_length``).
         self.lengths: dict[int, tuple[int, int]] = {}
@@ -118,7 +118,7 @@ class ByteNFA(Shared):
     def __getstate__(self) -> dict[str, Any]:
         """Caches keyed by node identity do not travel: in another process the nodes are new objects."""
         state = super().__getstate__()
-        state.update(_templates={}, _sizes={}, _nonempty_memo={}, _parts={})
+        state.update(_templates={}, _nonempty_memo={}, _parts={})
         return state
 
     def loop_scope(self, q: int) -> tuple[int, ...]:
@@ -274,8 +274,13 @@ class ByteNFA(Shared):
         return entry + offset, exit_ + offset
 
     def _estimate(self, node: Node) -> int:
-        """About how many NFA states building ``node`` makes (an upper bound is not needed)."""
-        known = self._sizes.get(id(node))
+        """About how many NFA states building ``node`` makes (an upper bound is not needed).
+
+        The answer depends on the node alone, so it is kept on the node: a recursive schema's
+        grammar builds one automaton per terminal, and their trees share most subtrees.
+        """
+        memo = getattr(node, "__dict__", None)  # an absent separator is None: nothing to keep
+        known: int | None = None if memo is None else memo.get("_estimate")
         if known is not None:
             return known
         size: int
@@ -308,7 +313,8 @@ class ByteNFA(Shared):
             size = 1
         else:  # Nested, Intersect, Difference: one embedded state
             size = 3
-        self._sizes[id(node)] = size
+        if memo is not None:
+            object.__setattr__(node, "_estimate", size)
         return size
 
     def _nonempty(self, node: Node) -> bool:
@@ -391,21 +397,27 @@ class ByteNFA(Shared):
             return self._embed(NestedDFA(level, max_states=self.limits.max_dfa_states,
                                          max_depth=self.limits.max_parser_stack))  # fmt: skip
         if isinstance(node, (Intersect, Difference)):
-            parts = node.parts if isinstance(node, Intersect) else (node.base, *node.minus)
-            automata: list[Automaton] = [self._part(part) for part in parts]
-            product = ProductDFA(automata, subtract=isinstance(node, Difference), max_states=self.limits.max_dfa_states,
-                                 timeout_s=self.limits.timeout_s, deadline=self._deadline)  # fmt: skip
+            key = ("product", node, self._alphabet)
+            product = self._parts.get(key)
+            if product is None:
+                parts = node.parts if isinstance(node, Intersect) else (node.base, *node.minus)
+                automata: list[Automaton] = [self._part(part) for part in parts]
+                product = self._parts[key] = ProductDFA(
+                    automata, subtract=isinstance(node, Difference), max_states=self.limits.max_dfa_states,
+                    timeout_s=self.limits.timeout_s, deadline=self._deadline,
+                )  # fmt: skip
             return self._embed(product)
         raise TypeError(f"unknown regex node {node!r}")
 
     def _part(self, node: Node) -> "LazyDFA":
-        """The lazy automaton of one part of an intersection or difference (built once per node)."""
-        key = (id(node), self._alphabet)
+        """The lazy automaton of one part of an intersection or difference (built once per value)."""
+        key = ("part", node, self._alphabet)
         known = self._parts.get(key)
         if known is None:
-            dfa = LazyDFA(ByteNFA(node, self.limits, self._alphabet, deadline=self._deadline, parts=self._parts))
-            known = self._parts[key] = (node, dfa)  # the node is kept: its id stays its own
-        return known[1]
+            known = self._parts[key] = LazyDFA(
+                ByteNFA(node, self.limits, self._alphabet, deadline=self._deadline, parts=self._parts)
+            )
+        return cast(LazyDFA, known)  # "part" keys hold the parts' LazyDFAs only
 
     def _embed(self, automaton: Automaton) -> tuple[int, int]:
         """One state that runs ``automaton``: its state rides on the counter stack.
