@@ -8,12 +8,17 @@ that call's ``schema``, ``model_class`` and ``dropped``, so one call can never c
 what another call's guide reports or returns.
 It also picks the backend: a JSON Schema whose structure is regular compiles to
 the regex backend, a recursive one to the Lark CFG backend (``guide.backend``).
+
+With ``cache_dir``, compiled guides also go to disk (see :mod:`constrain.core.diskcache`):
+a compilation first looks there, under a hash of the vocabulary and the same key as the
+memory cache, and a guide compiled afresh is written there before anyone else sees it.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -24,6 +29,7 @@ from .json_schema.to_grammar import schema_to_grammar
 from .json_schema.refs import References
 from .json_schema.to_regex import SchemaOptions, load_schema, recursive_refs, schema_walk
 from .regex.automaton import DEAD, ByteNFA, LazyDFA
+from .core.diskcache import DiskCache, Storable
 from .core.limits import Limits
 from .regex.guide import RegexGuide
 from .regex.index import TokenIndex
@@ -47,6 +53,11 @@ class Compiler:
     :class:`Vocabulary`; ``vocab_size`` (the model's logits width),
     ``eos_token_ids`` and ``generation_config`` are passed to
     :meth:`Vocabulary.from_tokenizer`. ``limits`` bound every compilation.
+
+    ``cache_dir`` (a directory, made on first store) keeps compiled guides on disk, so
+    another process over the same vocabulary reads them instead of compiling (see
+    ``docs/serving.md``); ``disk_cache.stats`` counts what it did. A damaged or unreadable
+    entry is never an error: the guide is compiled as if there were no cache.
     """
 
     def __init__(
@@ -58,6 +69,7 @@ class Compiler:
         generation_config: Any = None,
         limits: Limits | None = None,
         cache_size: int = 128,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if isinstance(tokenizer_or_vocabulary, Vocabulary):
             if vocab_size is not None or eos_token_ids is not None:
@@ -74,7 +86,11 @@ class Compiler:
             raise ConfigurationError(f"limits must be a constrain.Limits, not {limits!r}")
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
             raise ConfigurationError(f"cache_size must be an integer ≥ 0, not {cache_size!r}")
+        if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+            raise ConfigurationError(f"cache_dir must be a path, not {cache_dir!r}")
         self.limits = limits or Limits()
+        #: The disk cache of compiled guides, when ``cache_dir`` was given.
+        self.disk_cache = None if cache_dir is None else DiskCache(cache_dir, self.vocabulary, _storable)
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -263,13 +279,31 @@ class Compiler:
                 self._cache.move_to_end(key)
                 cached: _G = self._cache[key]  # built by the same kind of call: the key says which
                 return _for_call(cached)
-        guide = build()
+        guide = self._from_disk(key, build)
         with self._lock:
             guide = self._cache.setdefault(key, guide)  # another thread may have built it meanwhile
             self._cache.move_to_end(key)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return _for_call(guide)
+
+    def _from_disk(self, key: tuple[Any, ...], build: Callable[[], _G]) -> _G:
+        """The guide for ``key`` read from the disk cache, else built (and stored, if it can be).
+
+        It is stored before the memory cache holds it: no other thread can be walking it (and
+        filling its caches) while it is written.
+        """
+        disk = self.disk_cache
+        digest = None if disk is None else disk.digest(key)
+        if disk is None or digest is None:
+            return build()
+        loaded = disk.load(digest)
+        if loaded is not None:
+            found: _G = loaded  # the key names the kind of call, so the kind of guide
+            return found
+        guide = build()
+        disk.store(digest, guide)
+        return guide
 
 
 class _TerminalAutomata:
@@ -293,6 +327,36 @@ class _TerminalAutomata:
 
     def alive(self, tree: Node) -> bool:
         return self.automaton(tree).start != DEAD
+
+
+def _storable() -> Storable:
+    """What a disk cache file may hold: the compiled artefacts of both backends, nothing else.
+
+    The list is explicit (the reader creates nothing a file names unless it is here), so a new
+    class in a compiled guide makes that guide unencodable, not stored, until it is added; the
+    disk cache tests check that the guides they compile are stored. What walks build lazily
+    (token index rows, some holding closures; mask index nodes) is not here: guides are stored
+    as compiled, before any walk. The vocabulary's own tables are written as references.
+    Regex tree nodes leave out their cached hash: it is of str hashes, which differ per process.
+    """
+    from .cfg import grammar, guide as cfg_guide, index as cfg_index, lark_adapter, lexer, pyregex
+    from .core import cache, limits
+    from .regex import algebra, automaton, guide as regex_guide, index as regex_index, nested, tree
+
+    nodes: tuple[type, ...] = (
+        tree.CharSet, tree.Concat, tree.Alt, tree.Repeat, tree.Literals, tree.Members, tree.RuleRef,
+        tree.MemberSet, tree.Multiple, tree.Nested, tree.Intersect, tree.Difference, tree.Length, tree.Tick,
+    )  # fmt: skip
+    plain: tuple[type, ...] = (
+        limits.Limits, cache.BoundedCache, regex_guide.RegexGuide, regex_index.TokenIndex, automaton.ByteNFA,
+        automaton.LazyDFA, automaton._SetSpec, algebra.ProductDFA, nested.NestedDFA, cfg_guide.CFGGuide,
+        grammar.CompiledGrammar, grammar.Stacks, cfg_index.MaskIndex, lexer.EmitTable, lexer.LexerDFA,
+        pyregex.PriorityNFA, lark_adapter.TerminalSpec, lark_adapter.Reduction,
+        *lark_adapter.KEPT_LARK_CLASSES,  # the plain-data lark classes a compiled grammar keeps
+    )  # fmt: skip
+    storable: dict[type, tuple[str, ...]] = {cls: () for cls in plain}
+    storable.update({cls: ("_hash",) if issubclass(cls, tree._Composite) else () for cls in nodes})
+    return storable
 
 
 def _for_call(guide: _G, **meta: Any) -> _G:

@@ -19,6 +19,7 @@ constrained text may end.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -164,6 +165,21 @@ class Vocabulary:
                 for byte in set(piece):
                     seen[byte] = 1
         return bytes(seen)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A sha256 (hex) of everything a compiled guide depends on: every token's bytes, the EOS ids, the size.
+
+        Two vocabularies with the same fingerprint compile every constraint to the same
+        guide, in any process, so the disk cache keys entries by it. Computed once and kept
+        (the vocabulary is immutable); ``None`` entries are told apart from empty tokens.
+        """
+        digest = hashlib.sha256(b"constrain-vocabulary-1\n")
+        digest.update(f"{self.size} {sorted(self.eos_token_ids)}\n".encode("ascii"))
+        for piece in self.token_bytes:
+            # length-prefixed, so no two token tables hash the same byte stream
+            digest.update(b"-\n" if piece is None else b"%d:%s" % (len(piece), piece))
+        return digest.hexdigest()
 
     @cached_property
     def spells_every_byte_alone(self) -> bool:

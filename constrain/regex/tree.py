@@ -29,6 +29,13 @@ class _Composite:
     if TYPE_CHECKING:  # every subclass is a dataclass
         __dataclass_fields__: ClassVar[dict[str, Any]]
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields and memos, without the hash: it is computed from str hashes, which differ
+        between processes, so a pickled node's kept hash would be wrong where it is read back."""
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
     def cached_hash(self) -> int:
         cached = self.__dict__.get("_hash")
         if cached is None:
