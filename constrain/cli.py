@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from . import __version__
+from .core.shell import capabilities
 from .errors import ConstrainError
 
 __all__ = ["main"]
@@ -170,8 +171,9 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"constrain: output cut at --max-new-tokens={args.max_new_tokens} before it was complete",
               file=sys.stderr)  # fmt: skip
         return 1
-    if getattr(guide, "model_class", None) is not None:  # the text parses as the class: say so
-        print(f"constrain: a valid {guide.model_class.__name__}", file=sys.stderr)
+    model_class = capabilities(guide).model_class
+    if model_class is not None:  # the text parses as the class: say so
+        print(f"constrain: a valid {model_class.__name__}", file=sys.stderr)
     return 0
 
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, overload
 
 import numpy as np
 
+from .core.shell import GuideShell
 from .errors import ConfigurationError, ConstrainError, TokenRejected
 from .regex.automaton import DEAD
 from .regex.guide import RegexGuide
@@ -423,9 +424,11 @@ def judge(guide: Any, text: bytes | str) -> Verdict:
     if taken == len(text) and final(state):
         return Verdict(text, True, "", b"")
     allowed = _readable_ranges([b for b in range(256) if step(state, b) is not None])
-    schema = getattr(guide, "schema", None)
+    schema = guide.schema if isinstance(guide, GuideShell) else None
     violations, note = _schema_verdict(schema, text) if schema is not None else ((), "")
-    if schema is None and getattr(guide, "backend", None) == "cfg":  # a grammar: in its own terms
+    from .cfg.guide import CFGGuide  # here, as the compiler imports it: only a grammar needs lark
+
+    if schema is None and isinstance(guide, CFGGuide):  # a grammar: in its own terms
         expected = guide.expected_terminals(state)
         if expected:
             note = f"the parser expected there: {_expected(guide.tables().terminals, expected)}"
@@ -434,9 +437,9 @@ def judge(guide: Any, text: bytes | str) -> Verdict:
 
 def _byte_walker(guide: Any) -> tuple[Callable[[Any, int], Any], Callable[[Any], bool], Any]:
     """``(step, final, start)`` over single bytes, for either backend (``step`` gives None at a dead end)."""
-    index = getattr(guide, "index", None)
-    dfa = getattr(index, "dfa", None)
-    if dfa is not None:
+    if isinstance(guide, RegexGuide):
+        dfa = guide.index.dfa
+
         def step(state: Any, byte: int) -> Any:
             after = int(dfa.row(state)[byte])
             return None if after == DEAD else after

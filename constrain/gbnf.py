@@ -32,7 +32,7 @@ from typing import Callable, TypeVar, Union
 from .errors import GrammarError
 from .regex.tree import EMPTY, Alt, CharSet, Concat, Difference, Literals, Node, Repeat, RuleRef, alt, seq
 from .core.utf8 import MAX_CODEPOINT, complement_ranges
-from .skeleton import has_rule_ref, lark_repeat, nullable
+from .skeleton import SkeletonWriter, has_rule_ref, nullable
 
 T = TypeVar("T")
 
@@ -684,39 +684,16 @@ def _lark_safe(name: str) -> str:
 
 
 @dataclass
-class _SkeletonWriter:
-    """Lark rule text for a tree with :class:`RuleRef` s: every maximal reference-free part
-    becomes one terminal (a nullable one, an optional terminal for its non-empty part)."""
+class _SkeletonWriter(SkeletonWriter):
+    """Lark rule text for a tree with :class:`RuleRef` s (see :class:`~constrain.skeleton.SkeletonWriter`):
+    every maximal reference-free part becomes terminals (a nullable one, an optional terminal
+    for its non-empty part). No GBNF terminal matches nothing, so no text here is None."""
 
     lark_names: dict[str, str]
     terminals: dict[Node, str] = field(default_factory=dict)
 
-    def expansion(self, node: Node) -> str:
-        if not has_rule_ref(node):
-            return self.leaf(node)
-        if isinstance(node, RuleRef):
-            return self.lark_names[node.name]
-        if isinstance(node, Concat):
-            parts: list[str] = []
-            pending: list[Node] = []
-            for part in node.parts:  # neighbouring reference-free parts make one terminal
-                if has_rule_ref(part):
-                    if pending:
-                        parts.append(self.leaf(seq(*pending)))
-                        pending = []
-                    parts.append(self.expansion(part))
-                else:
-                    pending.append(part)
-            if pending:
-                parts.append(self.leaf(seq(*pending)))
-            return " ".join(p for p in parts if p)
-        if isinstance(node, Alt):
-            options = [self.expansion(o) for o in node.options]
-            body = " | ".join(f"({o})" for o in options if o)
-            return f"({body})?" if any(not o for o in options) else f"({body})"
-        if isinstance(node, Repeat):
-            return lark_repeat(f"({self.expansion(node.node)})", node.low, node.high)
-        raise TypeError(f"no GBNF construct makes {type(node).__name__}")  # pragma: no cover
+    def rule_name(self, node: RuleRef) -> str:
+        return self.lark_names[node.name]
 
     def leaf(self, node: Node) -> str:
         """A reference-free part: one terminal, its nullable tail (trailing whitespace, mostly)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from .regex.tree import (
     Alt, CharSet, Concat, Difference, Intersect, Length, Literals, Members, MemberSet, Nested, Node, Repeat, RuleRef, Tick,
+    seq,
 )
 
-__all__ = ["has_rule_ref", "lark_repeat", "nullable"]
+__all__ = ["SkeletonWriter", "has_rule_ref", "joined", "lark_repeat", "nullable"]
 
 
 def has_rule_ref(node: Node) -> bool:
@@ -51,6 +52,79 @@ def _has_rule_ref(node: Node) -> bool:
     if isinstance(node, Length):
         return has_rule_ref(node.node)
     return False
+
+
+class SkeletonWriter:
+    """Lark text for a tree with rule references: every maximal reference-free stretch is
+    handed to :meth:`leaf` (which makes it terminals), the structure around the references
+    becomes rule text.
+
+    A front end says how a reference is named (:meth:`rule_name`), how a stretch becomes
+    terminals (:meth:`leaf`) and what its own node kinds mean (:meth:`other`: the JSON
+    Schema front end's members). Text is "" for the empty string and None for a part that
+    matches nothing (a dead terminal): a sequence holding one matches nothing, an
+    alternative drops it, a repeat of it can only be empty.
+    """
+
+    def rule_name(self, node: RuleRef) -> str | None:
+        raise NotImplementedError
+
+    def leaf(self, node: Node) -> str | None:
+        raise NotImplementedError
+
+    def other(self, node: Node) -> str | None:
+        raise TypeError(f"no rule text for a {type(node).__name__} holding a rule reference")
+
+    def expansion(self, node: Node) -> str | None:
+        if not has_rule_ref(node):
+            return self.leaf(node)
+        if isinstance(node, RuleRef):
+            return self.rule_name(node)
+        if isinstance(node, Concat):
+            parts: list[str | None] = []
+            pending: list[Node] = []
+            for part in node.parts:  # neighbouring reference-free parts make one stretch
+                if has_rule_ref(part):
+                    if pending:
+                        parts.append(self.leaf(seq(*pending)))
+                        pending = []
+                    parts.append(self.expansion(part))
+                else:
+                    pending.append(part)
+            if pending:
+                parts.append(self.leaf(seq(*pending)))
+            return joined(*parts)
+        if isinstance(node, Alt):
+            options = [o for o in (self.expansion(o) for o in node.options) if o is not None]
+            if not options:
+                return None
+            body = " | ".join(f"({o})" for o in options if o)
+            if not body:
+                return ""
+            return f"({body})?" if any(not o for o in options) else f"({body})"
+        if isinstance(node, Repeat):
+            if node.high == 0:
+                return ""
+            item = self.expansion(node.node)
+            if item is None:
+                return "" if node.low == 0 else None
+            if node.separator is None:
+                return lark_repeat(f"({item})", node.low, node.high)
+            separator = self.leaf(node.separator)
+            if separator is None:  # one item at most
+                return None if node.low > 1 else (f"({item})" if node.low else f"({item})?")
+            pair = f"({joined(separator, f'({item})')})"
+            tail = lark_repeat(pair, max(node.low - 1, 0), None if node.high is None else node.high - 1)
+            core = f"({item}) {tail}".strip()
+            return core if node.low else f"({core})?"
+        return self.other(node)
+
+
+def joined(*parts: str | None) -> str | None:
+    """Lark text for parts in sequence; None (matches nothing) if any part is."""
+    if any(part is None for part in parts):
+        return None
+    return " ".join(part for part in parts if part)
 
 
 def lark_repeat(inner: str, low: int, high: int | None) -> str:

@@ -80,6 +80,7 @@ def test_after_eos_only_eos(case: tuple[Any, list[int]]) -> None:
     guide, ids = case
     eos = min(guide.vocabulary.eos_token_ids)
     done = guide.advance(_walk(guide, ids)[-1], eos)
+    assert done == guide.finished and all(state != guide.finished for state in _walk(guide, ids))
     assert guide.is_final(done)
     assert np.array_equal(guide.allowed_token_ids(done), sorted(guide.vocabulary.eos_token_ids))
     assert guide.advance(done, eos) == done  # padding for finished batch rows

@@ -76,6 +76,12 @@ class GuideShell(Generic[S]):
         self.dropped: tuple[tuple[str, str], ...] = ()
         self.ignored: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def finished(self) -> S:
+        """The state after EOS, of this guide's state type: ``state == guide.finished`` asks, for
+        any backend, whether a sequence has ended (``constrain.FINISHED`` is the regex backend's)."""
+        return self._finished
+
     # ------------------------------------------------------------------ the engine (subclasses)
 
     @property

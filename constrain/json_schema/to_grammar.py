@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import EmptyLanguageError
-from ..skeleton import has_rule_ref, lark_repeat, nullable
+from ..skeleton import SkeletonWriter, joined, nullable
 from ..regex.tree import EMPTY, Alt, Concat, Members, MemberSet, Node, Repeat, RuleRef
 from .to_regex import (
     MAX_TRACKED_REQUIRED,
@@ -97,17 +97,10 @@ def tree_to_grammar(
     return "\n".join(lines) + "\n", {name: tree for tree, name in writer.terminals.items()}
 
 
-def _joined(*parts: str | None) -> str | None:
-    """Lark text for parts in sequence; None (matches nothing) if any part is."""
-    if any(part is None for part in parts):
-        return None
-    return " ".join(part for part in parts if part)
-
-
 @dataclass
-class _Writer:
-    """One pass over the trees. ``expansion`` and ``leaf`` return Lark text, "" for the empty
-    string and None for a part that matches nothing (a dead terminal, a dead rule)."""
+class _Writer(SkeletonWriter):
+    """One pass over the trees (see :class:`~constrain.skeleton.SkeletonWriter`), with the
+    members of objects as rules and the dead rules of earlier passes left out."""
 
     rules: dict[str, Node]
     alive: Callable[[Node], bool] | None = None
@@ -118,48 +111,10 @@ class _Writer:
     named: dict[str, str] = field(default_factory=dict)
     _members: int = 0
 
-    def expansion(self, node: Node) -> str | None:
-        if not has_rule_ref(node):
-            return self.leaf(node)
-        if isinstance(node, RuleRef):
-            return None if node.name in self.dead_rules else node.name
-        if isinstance(node, Concat):
-            parts: list[str | None] = []
-            pending: list[Node] = []
-            for part in node.parts:  # neighbouring reference-free parts make one terminal
-                if has_rule_ref(part):
-                    if pending:
-                        parts.append(self.leaf(Concat(tuple(pending))))
-                        pending = []
-                    parts.append(self.expansion(part))
-                else:
-                    pending.append(part)
-            if pending:
-                parts.append(self.leaf(Concat(tuple(pending))))
-            return _joined(*parts)
-        if isinstance(node, Alt):
-            options = [o for o in (self.expansion(o) for o in node.options) if o is not None]
-            if not options:
-                return None
-            body = " | ".join(o for o in options if o)
-            if not body:
-                return ""
-            return f"({body})?" if any(not o for o in options) else f"({body})"
-        if isinstance(node, Repeat):
-            if node.high == 0:
-                return ""
-            item = self.expansion(node.node)
-            if item is None:
-                return "" if node.low == 0 else None
-            if node.separator is None:
-                return lark_repeat(f"({item})", node.low, node.high)
-            separator = self.leaf(node.separator)
-            if separator is None:  # one item at most
-                return None if node.low > 1 else (f"({item})" if node.low else f"({item})?")
-            pair = f"({_joined(separator, f'({item})')})"
-            tail = lark_repeat(pair, max(node.low - 1, 0), None if node.high is None else node.high - 1)
-            core = f"({item}) {tail}".strip()
-            return core if node.low else f"({core})?"
+    def rule_name(self, node: RuleRef) -> str | None:
+        return None if node.name in self.dead_rules else node.name
+
+    def other(self, node: Node) -> str | None:
         if isinstance(node, Members):
             return self.members(node)
         if isinstance(node, MemberSet):
@@ -185,8 +140,8 @@ class _Writer:
         first = [f"m{k}_first_{i}" for i in range(n + 1)]
         later = [f"m{k}_later_{i}" for i in range(n + 1)]
         for i, (body, (_, required)) in enumerate(zip(bodies, node.items)):
-            first_options = [_joined(body, later[i + 1])] + ([] if required else [first[i + 1]])
-            later_options = [_joined(sep, body, later[i + 1])] + ([] if required else [later[i + 1]])
+            first_options = [joined(body, later[i + 1])] + ([] if required else [first[i + 1]])
+            later_options = [joined(sep, body, later[i + 1])] + ([] if required else [later[i + 1]])
             self.extra_rules.append(f"{first[i]}: " + " | ".join(o for o in first_options if o is not None))
             self.extra_rules.append(f"{later[i]}: " + " | ".join(o for o in later_options if o is not None))
         if extra is not None:
@@ -279,7 +234,7 @@ class _Writer:
                 name = self.terminal(Alt(tuple(solid_options))) if solid_options else None
                 return "" if name is None else f"{name}?"
         if isinstance(node, Concat):
-            return _joined(*(self.leaf(part) for part in node.parts))
+            return joined(*(self.leaf(part) for part in node.parts))
         raise SchemaError("this schema needs an empty-matching piece the grammar backend cannot express")
 
     def terminal(self, node: Node) -> str | None:
