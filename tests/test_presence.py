@@ -104,3 +104,29 @@ def test_other_keywords_in_the_branches_keep_the_general_way() -> None:
               "oneOf": [{"required": ["image"], "properties": {"image": {"maxLength": 1}}}, {"required": ["args"]}]}
     tree = schema_walk(schema, SchemaOptions(strict_properties=False)).tree
     assert any(isinstance(n, Difference) for n in _nodes(tree))
+
+
+def test_exactly_one_of_many_members_is_a_condition_too(smollm2: object) -> None:
+    """"Exactly one of nine keys" (MaskBench o38403's build) holds on 9 of 512 rows: a condition,
+    where the difference of nine object automata ran into max_dfa_states after 28 s."""
+    names = [f"k{i}" for i in range(9)]
+    schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names}, "additionalProperties": False,
+              "oneOf": [{"required": [n]} for n in names]}  # fmt: skip
+    tree = schema_walk(schema, SchemaOptions(strict_properties=False)).tree
+    assert not any(isinstance(n, Difference) for n in _nodes(tree))
+    assert any(isinstance(n, MemberSet) and len(n.condition) == 9 for n in _nodes(tree))
+    validator = jsonschema.Draft202012Validator(schema)
+    guide = constrain.Compiler(smollm2).json_schema(schema, strict_properties=False)
+    for size in range(4):
+        for chosen in itertools.combinations(names, size):
+            text = json.dumps({n: 1 for n in chosen})
+            assert accepts(guide, tokenize_continuation(smollm2, text)) is validator.is_valid(json.loads(text)), text
+
+
+def test_a_condition_true_on_too_many_rows_keeps_the_general_way() -> None:
+    """"At least one of nine" holds on 511 rows, each checked at every member choice: a product instead."""
+    names = [f"k{i}" for i in range(9)]
+    schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names},
+              "anyOf": [{"required": [n]} for n in names]}  # fmt: skip
+    tree = schema_walk(schema, SchemaOptions(strict_properties=False)).tree
+    assert not any(isinstance(n, MemberSet) and n.condition for n in _nodes(tree))

@@ -790,8 +790,10 @@ class _Walker:
         a difference of whole object languages (a product searched on every first visit),
         though all it reads is two of the member set's seen bits. Here the object's member
         set checks the table (``MemberSet.condition``). Only where that is exact and small:
-        every name a declared property (or no other member allowed), at most 8 names, no
-        other keyword the branches would need. None otherwise: the general way.
+        every name a declared property (or no other member allowed), at most
+        ``_MAX_PRESENCE_NAMES`` names and ``_MAX_PRESENCE_ROWS`` rows that hold (each member
+        choice checks the rows), no other keyword the branches would need. None otherwise:
+        the general way.
         """
         keys = [k for k in ("anyOf", "oneOf", "not") if k in schema]
         rest = set(schema) - set(keys)
@@ -807,6 +809,8 @@ class _Walker:
             return None  # an undeclared name could come as an extra member: its bit is not tracked
         table = frozenset(m for m in range(1 << len(names))
                           if _presence_holds(whole, {n for i, n in enumerate(names) if m >> i & 1}))  # fmt: skip
+        if len(table) > _MAX_PRESENCE_ROWS:
+            return None
         return _Presence(tuple(names), table)
 
     def any_of(self, schema: dict[str, Any], keyword: str, pointer: str) -> Node:
@@ -1548,7 +1552,11 @@ def _merge(merged: dict[str, Any], branch: dict[str, Any]) -> dict[str, Any]:
 #: The internal key that carries a :class:`_Presence` from ``schema_node`` to ``type_object``
 #: (never a user's: ``constraints`` keeps only the specification's keywords).
 _PRESENCE = "$constrain:presence"
-_MAX_PRESENCE_NAMES = 8
+#: A condition reads at most this many names (its table is built over every subset of them) and
+#: holds on at most this many rows: "exactly one of 9 keys" (MaskBench o38403) is 9 rows, where
+#: as a difference of 9 object automata it ran into max_dfa_states after 28 s.
+_MAX_PRESENCE_NAMES = 12
+_MAX_PRESENCE_ROWS = 256
 #: Keywords beside a presence condition that leave it exact (``_Walker.presence``).
 _PRESENCE_SIBLINGS = frozenset({"type", "properties", "required", "additionalProperties", "maxProperties"})
 
