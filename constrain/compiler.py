@@ -199,7 +199,7 @@ class Compiler:
     def triggered(self, triggers: "Trigger | Sequence[Trigger]", **options: Any) -> "TriggeredGuide":
         """Free text until a trigger string, then its guide (see :class:`~constrain.TriggeredGuide`).
 
-        ``options`` are the guide's: ``max_free_tokens``, ``require_trigger``, ``then``.
+        ``options`` are the guide's: ``max_free_tokens``, ``require_trigger``, ``then``, ``max_calls``.
         """
         from .triggered import TriggeredGuide
 
@@ -217,14 +217,16 @@ class Compiler:
 
     def tool_calls(
         self, tools: Any, *, start: str = "<tool_call>", end: str = "</tool_call>", then: str = "eos",
-        require_trigger: bool = True, max_free_tokens: int | None = None, **options: Any,
+        require_trigger: bool = True, max_free_tokens: int | None = None, max_calls: int | None = None,
+        **options: Any,
     ) -> "TriggeredGuide":
-        """Free text, then ``start``, one call of :meth:`tools` and ``end``; ``then="loop"`` allows more calls."""
+        """Free text, then ``start``, one call of :meth:`tools` and ``end``; ``then="loop"`` allows more
+        calls, at most ``max_calls`` of them (None: no bound)."""
         from .triggered import Trigger, TriggeredGuide
 
         trigger = Trigger(start, self.tools(tools, **options), end)
         return TriggeredGuide(trigger, self.vocabulary, then=then, require_trigger=require_trigger,
-                              max_free_tokens=max_free_tokens)  # fmt: skip
+                              max_free_tokens=max_free_tokens, max_calls=max_calls)  # fmt: skip
 
     def _grammar_of_trees(
         self, text: str, terminals: Mapping[str, Node], limits: Limits, built: "_TerminalAutomata | None" = None

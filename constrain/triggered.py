@@ -58,9 +58,12 @@ Config = tuple[Any, ...]
 State = frozenset[Config]
 
 # Kinds of configuration (the first item of each tuple):
-_FREE = 0  # (_FREE, node, count, later): free text; ``node`` is the trigger automaton's state
-_INNER = 1  # (_INNER, k, q): inside trigger k's guide, in its (byte-level) state q
-_END = 2  # (_END, k, i): i bytes of trigger k's end string read
+_FREE = 0  # (_FREE, node, count, done): free text; ``node`` is the trigger automaton's state
+_INNER = 1  # (_INNER, k, q, done): inside trigger k's guide, in its (byte-level) state q
+_END = 2  # (_END, k, i, done): i bytes of trigger k's end string read
+# ``done`` counts the calls completed before: exactly under ``max_calls`` (what follows an end
+# string depends on it), else only 0 or 1 in a free configuration (whether its stretch may end)
+# and always 0 inside a call (nothing depends on it there), so states do not multiply.
 _TEXT = 3  # (_TEXT,): free text to the end, no more triggers
 _DONE = 4  # (_DONE,): only EOS may follow
 
@@ -233,6 +236,11 @@ class TriggeredGuide(GuideShell[State]):
     may open another trigger: several tool calls). The stretches after the first may always
     end. A trigger without ``end`` is followed by EOS, so ``then`` other than ``"eos"`` needs
     every trigger to have one (where else would the guide's part stop?).
+
+    ``max_calls``: with ``then="loop"``, at most this many calls. After the last one's end
+    string the rest is what ``then="text"`` writes after its one call: free text that may
+    end, in which a trigger is plain text and opens nothing (so ``max_calls=1`` is
+    ``then="text"``). Without it a model may call tools for as long as it is let run.
     """
 
     backend = "triggered"
@@ -245,6 +253,7 @@ class TriggeredGuide(GuideShell[State]):
         max_free_tokens: int | None = None,
         require_trigger: bool = True,
         then: str = "eos",
+        max_calls: int | None = None,
     ) -> None:
         listed: list[Trigger] | None = (
             [triggers] if isinstance(triggers, Trigger)
@@ -270,6 +279,13 @@ class TriggeredGuide(GuideShell[State]):
             raise ConfigurationError(f"require_trigger must be a bool, not {require_trigger!r}")
         if then not in _THEN:
             raise ConfigurationError(f"then must be one of {_THEN}, not {then!r}")
+        if max_calls is not None:
+            if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
+                raise ConfigurationError(f"max_calls must be None or an integer ≥ 1, not {max_calls!r}")
+            if then != "loop":
+                raise ConfigurationError(
+                    f"max_calls bounds the calls of then='loop'; then={then!r} makes one call"
+                )
         starts: list[bytes] = []
         for trigger in listed:
             for name, text in (("start", trigger.start), ("end", trigger.end)):
@@ -307,6 +323,7 @@ class TriggeredGuide(GuideShell[State]):
         self.max_free_tokens = max_free_tokens
         self.require_trigger = require_trigger
         self.then = then
+        self.max_calls = max_calls
         # ``model_class`` stays None: the text the sampler returns is the whole text, with no
         # single class to validate it into.
         self._starts = tuple(starts)
@@ -322,13 +339,14 @@ class TriggeredGuide(GuideShell[State]):
 
         self._text_bits = vocabulary.shared(("trigger-text-bits", self.vocab_size), text_bits)
         self._config_masks: BoundedCache[NDArray[np.int32]] = BoundedCache(_MASK_CACHE_SIZE)
-        self._free_masks: dict[tuple[int, bool], NDArray[np.int32]] = {}
-        self._remainders: dict[tuple[int, bytes], bool] = {}
-        self._initial = self._closure({(_FREE, 0, 0, False)})
+        self._free_masks: dict[tuple[int, bool, int], NDArray[np.int32]] = {}
+        self._remainders: dict[tuple[int, bytes, int], bool] = {}
+        self._initial = self._closure({(_FREE, 0, 0, 0)})
 
     def __repr__(self) -> str:
         starts = ", ".join(repr(t.start) for t in self.triggers)
-        return f"TriggeredGuide({starts}, then={self.then!r})"
+        calls = "" if self.max_calls is None else f", max_calls={self.max_calls}"
+        return f"TriggeredGuide({starts}, then={self.then!r}{calls})"
 
     # ------------------------------------------------------------------ the engine
 
@@ -361,18 +379,40 @@ class TriggeredGuide(GuideShell[State]):
     def forced_bytes(self, state: State, limit: int = 256) -> bytes:
         """The bytes every continuation from ``state`` starts with (for the sampler's fast-forward).
 
-        Only where the state is one configuration: the rest of an end string, the rest
-        of a forced trigger (past ``max_free_tokens``, while one trigger is possible), or
-        what the inner guide itself forces while it cannot end.
+        Walked in steps, each fed to the state before the next is asked, until the text may
+        end. A state of one configuration forces the rest of an end string, the rest of a
+        forced trigger (past ``max_free_tokens``, while one trigger is possible), or what the
+        inner guide forces while it cannot end. A state of several readings (an inner part
+        that could stop here beside the end string it would run into) forces what every
+        token it allows starts with, read off its mask as ``CFGGuide.forced_bytes`` does: the
+        readings agree on ``</tool_call>`` after an object closed with no whitespace allowed,
+        and differ after ``\\d+``'s digit (another digit, or ``<``). So a forced trigger runs
+        on into its guide's forced start, and an inner part that must close runs on into its
+        end string. An inner guide without a byte-level step ends the walk after its step:
+        bytes cannot be fed to it, and a reading dropped there would make the rest look forced.
         """
         self._check_state(state)
-        if state == FINISHED or len(state) != 1:
-            return b""
+        out = bytearray()
+        current = state
+        while current and current != FINISHED and len(out) < limit and not self._can_end(current):
+            step = self._forced_step(current, limit - len(out))
+            if not step:
+                break
+            out += step
+            if any(c[0] == _INNER and self._views[c[1]] is None for c in current):
+                break
+            current = self._run(current, step)
+        return bytes(out)
+
+    def _forced_step(self, state: State, limit: int) -> bytes:
+        """The next forced bytes of a state that may not end (one step of :meth:`forced_bytes`)."""
+        if len(state) != 1:
+            return self.vocabulary.common_prefix(self.allowed_token_ids(state))[:limit]
         (config,) = state
         if config[0] == _END:
             end = self._ends[config[1]]
             return b"" if end is None else end[config[2]:][:limit]
-        if config[0] == _FREE and self._forced(config) and not self._config_final(config):
+        if config[0] == _FREE and self._forced(config):
             out, node = bytearray(), config[1]
             while len(out) < limit and self._matcher.complete[node] < 0:
                 edges = np.flatnonzero(self._matcher.goto[node] >= 0)
@@ -422,11 +462,20 @@ class TriggeredGuide(GuideShell[State]):
             if config[0] != _INNER or self._ends[config[1]] is None:
                 continue
             if self._inner_final(config[1], config[2]):
-                out.add((_END, config[1], 0))
+                out.add((_END, config[1], 0, config[3]))
         return frozenset(out)
 
-    def _after_end(self) -> Config:
-        return {"eos": (_DONE,), "text": (_TEXT,), "loop": (_FREE, 0, 0, True)}[self.then]
+    def _after_end(self, done: int) -> Config:
+        """What follows an end string, ``done`` calls having been completed before this one."""
+        if self.then == "eos":
+            return (_DONE,)
+        if self.then == "text" or (self.max_calls is not None and done + 1 >= self.max_calls):
+            return (_TEXT,)
+        return (_FREE, 0, 0, done + 1 if self.max_calls is not None else 1)
+
+    def _opened(self, done: int) -> int:
+        """The count a call opened after ``done`` calls carries (only ``max_calls`` reads it)."""
+        return done if self.max_calls is not None else 0
 
     def _step_byte(self, config: Config, byte: int) -> Config | None:
         """One byte from one configuration (before the closure); None where the byte is refused."""
@@ -438,33 +487,41 @@ class TriggeredGuide(GuideShell[State]):
                 return None
             k = int(self._matcher.complete[node])
             if k >= 0:
-                return (_INNER, k, self.triggers[k].guide.initial_state)
+                return (_INNER, k, self.triggers[k].guide.initial_state, self._opened(config[3]))
             return (_FREE, node, config[2], config[3])
         if kind == _INNER:
             view = self._views[config[1]]
             if view is None:  # no byte-level step: the trigger must end where a token ends
                 return None
             q = view.step(config[2], byte)
-            return None if q is None else (_INNER, config[1], q)
+            return None if q is None else (_INNER, config[1], q, config[3])
         if kind == _END:
             end = self._ends[config[1]]
             i = config[2]
             if end is None or end[i] != byte:
                 return None
-            return self._after_end() if i + 1 == len(end) else (_END, config[1], i + 1)
+            return self._after_end(config[3]) if i + 1 == len(end) else (_END, config[1], i + 1, config[3])
         if kind == _TEXT:
             return config
         return None
 
     def _feed(self, configs: Iterable[Config], data: bytes) -> set[Config]:
         """The configurations after ``data`` (one token's bytes, or a tail of them), counts not yet moved."""
+        current = self._run(configs, data)
+        return {c for c in current if c[0] != _INNER or self._live(c)}
+
+    def _run(self, configs: Iterable[Config], data: bytes) -> State:
+        """The configurations after ``data`` byte by byte, before the viability check at a token's end.
+
+        Without that check, for a point that may lie inside a token (fast-forward's walk).
+        """
         current = self._closure(configs)
         for byte in data:
             stepped = (self._step_byte(c, byte) for c in current)
             current = self._closure(c for c in stepped if c is not None)
             if not current:
-                return set()
-        return {c for c in current if c[0] != _INNER or self._live(c)}
+                break
+        return current
 
     def _live(self, config: Config) -> bool:
         view = self._views[config[1]]
@@ -484,7 +541,7 @@ class TriggeredGuide(GuideShell[State]):
                 q = guide.advance(config[2], token_id)
             except TokenRejected:
                 return set()
-            return set(self._closure({(_INNER, config[1], q)}))
+            return set(self._closure({(_INNER, config[1], q, config[3])}))
         return {self._count(c) for c in self._feed({config}, data)}
 
     # ------------------------------------------------------------------ masks
@@ -493,7 +550,7 @@ class TriggeredGuide(GuideShell[State]):
         """The text tokens one configuration allows (EOS is the state's business), packed."""
         kind = config[0]
         if kind == _FREE:
-            key = (int(config[1]), self._forced(config))
+            key = (int(config[1]), self._forced(config), self._opened(config[3]))
             mask = self._free_masks.get(key)
             if mask is None:
                 mask = self._free_masks[key] = self._free_mask(*key)
@@ -508,7 +565,7 @@ class TriggeredGuide(GuideShell[State]):
             cached = self._config_masks.put(config, built)
         return cached
 
-    def _free_mask(self, node: int, forced: bool) -> NDArray[np.int32]:
+    def _free_mask(self, node: int, forced: bool, done: int) -> NDArray[np.int32]:
         """Every token from a free configuration: walked through the trigger automaton all at once.
 
         A token that does not complete a trigger is allowed (past the bound: if it stays
@@ -546,7 +603,7 @@ class TriggeredGuide(GuideShell[State]):
             token_id = int(tables.ids[rows[k_row]])
             k = int(self._matcher.complete[states[k_row]])
             data = self.vocabulary.token_bytes[token_id] or b""
-            allowed[token_id] = self._remainder_ok(k, data[int(completed_at[k_row]):])
+            allowed[token_id] = self._remainder_ok(k, data[int(completed_at[k_row]):], done)
         return _pack(allowed)
 
     def _touching_rows(self) -> NDArray[np.int64]:
@@ -562,18 +619,18 @@ class TriggeredGuide(GuideShell[State]):
 
         return self.vocabulary.shared(("trigger-final-bytes", finals), rows)
 
-    def _remainder_ok(self, k: int, rest: bytes) -> bool:
+    def _remainder_ok(self, k: int, rest: bytes, done: int) -> bool:
         """Whether trigger k's guide (and what follows it) takes ``rest`` right after the trigger."""
-        key = (k, rest)
+        key = (k, rest, done)
         ok = self._remainders.get(key)
         if ok is None:
-            start = (_INNER, k, self.triggers[k].guide.initial_state)
+            start = (_INNER, k, self.triggers[k].guide.initial_state, done)
             ok = self._remainders[key] = bool(self._feed({start}, rest))
         return ok
 
     def _inner_mask(self, config: Config) -> NDArray[np.int32]:
         """The inner guide's own mask, plus tokens that end its part mid-token and run into the end string."""
-        _, k, q = config
+        _, k, q, done = config
         guide = self.triggers[k].guide
         packed = np.zeros(self._words, dtype=np.int32)
         guide.fill_bitmask(q, packed)
@@ -593,7 +650,7 @@ class TriggeredGuide(GuideShell[State]):
         for token_id, at in self._split_candidates(k):
             data = self.vocabulary.token_bytes[token_id] or b""
             reached = walk(data[:at])
-            if reached is not None and view.final(reached) and self._feed({(_END, k, 0)}, data[at:]):
+            if reached is not None and view.final(reached) and self._feed({(_END, k, 0, done)}, data[at:]):
                 extra.append(token_id)
         if extra:
             allowed = np.zeros(self.vocab_size, dtype=bool)
@@ -622,7 +679,7 @@ class TriggeredGuide(GuideShell[State]):
 
     def _end_mask(self, config: Config) -> NDArray[np.int32]:
         """Tokens that spell on from byte i of the end string (and, past it, whatever follows)."""
-        _, k, i = config
+        _, k, i, done = config
         rest = (self._ends[k] or b"")[i:]
         tables = self.vocabulary.walk_tables()
         match = np.ones(tables.ids.size, dtype=bool)
@@ -630,7 +687,7 @@ class TriggeredGuide(GuideShell[State]):
             match &= (tables.lengths <= j) | (tables.matrix[:, j] == rest[j])
         allowed = np.zeros(self.vocab_size, dtype=bool)
         allowed[tables.ids[match & (tables.lengths <= len(rest))]] = True
-        after = self._after_end()
+        after = self._after_end(done)
         for row in np.flatnonzero(match & (tables.lengths > len(rest))).tolist():
             token_id = int(tables.ids[row])
             data = self.vocabulary.token_bytes[token_id] or b""

@@ -91,8 +91,12 @@ OracleTrigger = tuple[bytes, Callable[[bytes], bool], "bytes | None"]
 
 
 def in_language(text: bytes, triggers: Sequence[OracleTrigger], *, then: str = "eos",
-                require_trigger: bool = True, first: bool = True) -> bool:  # fmt: skip
-    """The language of a TriggeredGuide, written out directly (no automaton)."""
+                require_trigger: bool = True, first: bool = True,
+                max_calls: int | None = None) -> bool:  # fmt: skip
+    """The language of a TriggeredGuide, written out directly (no automaton).
+
+    ``max_calls`` (with ``then="loop"``): after that many calls the rest is any text.
+    """
     hits = [(text.find(start), k) for k, (start, _, _) in enumerate(triggers) if start in text]
     if not hits:
         return not (first and require_trigger)
@@ -104,9 +108,10 @@ def in_language(text: bytes, triggers: Sequence[OracleTrigger], *, then: str = "
     for j in range(len(rest) + 1):
         if rest[j:].startswith(end) and check(rest[:j]):
             tail = rest[j + len(end):]
-            if then == "text" or (then == "eos" and not tail):
+            if then == "text" or (then == "eos" and not tail) or (then == "loop" and max_calls == 1):
                 return True
-            if then == "loop" and in_language(tail, triggers, then=then, first=False):
+            left = None if max_calls is None else max_calls - 1
+            if then == "loop" and in_language(tail, triggers, then=then, first=False, max_calls=left):
                 return True
     return False
 
@@ -392,7 +397,7 @@ def test_bound_forces_the_trigger(small: tuple[Any, constrain.Compiler]) -> None
     for token in allowed.tolist():  # each spells on from "" along "</think>", maybe into the JSON
         piece = vocabulary.token_bytes[token] or b""
         assert piece[:8] == b"</think>"[: len(piece)], piece
-    assert guide.forced_bytes(state) == b"</think>"
+    assert guide.forced_bytes(state) == b"</think>{"  # the trigger, then the object's brace
     zero = compiler.triggered(Trigger("</think>", inner), max_free_tokens=0)
     for token in np.flatnonzero(zero.allowed_tokens(zero.initial_state)).tolist():
         assert (vocabulary.token_bytes[token] or b"").startswith(b"<"), token
@@ -481,6 +486,161 @@ def _loads(body: bytes) -> bool:
     return True
 
 
+# ---------------------------------------------------------------------- (f) a cap on calls, forced bytes
+
+
+def free_text_mask(vocabulary: Vocabulary) -> np.ndarray:
+    """What free text that may end allows: every token with text, and EOS."""
+    mask = np.zeros(vocabulary.size, dtype=bool)
+    mask[[i for i, b in enumerate(vocabulary.token_bytes) if b]] = True
+    mask[sorted(vocabulary.eos_token_ids)] = True
+    return mask
+
+
+def first_calls(text: bytes, count: int) -> list[tuple[bytes, int]]:
+    """The bodies of the first ``count`` tool calls and the offset just past each end string.
+
+    Exact for ``OPENAI_TOOLS``: no string in their calls can hold ``</tool_call>`` (a city
+    has at most 8 characters), so a call ends at the first end string after its trigger.
+    """
+    calls, at = [], 0
+    while len(calls) < count and b"<tool_call>" in text[at:]:
+        start = text.index(b"<tool_call>", at) + len(b"<tool_call>")
+        if b"</tool_call>" not in text[start:]:
+            break
+        end = text.index(b"</tool_call>", start)
+        at = end + len(b"</tool_call>")
+        calls.append((text[start:end], at))
+    return calls
+
+
+def test_max_calls_makes_the_rest_free_text(setup: tuple[str, Any, Any]) -> None:
+    """``max_calls=2``: two calls checked against their schema, then a third trigger opens nothing."""
+    name, tokenizer, compiler = setup
+    vocabulary = compiler.vocabulary
+    schema = tools_schema(OPENAI_TOOLS)
+    valid = json_checker(schema)
+    trigger = Trigger("<tool_call>", compiler.tools(OPENAI_TOOLS), "</tool_call>")
+    capped = compiler.triggered(trigger, then="loop", require_trigger=False, max_calls=2)
+    uncapped = compiler.triggered(trigger, then="loop", require_trigger=False)
+    oracle = [(b"<tool_call>", valid, b"</tool_call>")]
+    free = free_text_mask(vocabulary)
+    call_a = '<tool_call>{"name": "add", "arguments": {"x": 1, "y": 2}}</tool_call>'
+    call_w = '<tool_call>{"name": "get_weather", "arguments": {"city": "Rome"}}</tool_call>'
+    two = "Sure." + call_a + " then " + call_w
+    for tail in ["", " done.", " " + call_a, " <tool_call>not JSON</tool_call> x", "<tool_call>{"]:
+        text = two + tail
+        assert in_language(text.encode(), oracle, then="loop", require_trigger=False, max_calls=2)
+        ids = tokenize_continuation(tokenizer, text)
+        assert accepts(capped, ids), (name, text)
+        expected = in_language(text.encode(), oracle, then="loop", require_trigger=False)
+        assert accepts(uncapped, ids) == expected, (name, text)
+        state, offset = capped.initial_state, 0
+        for token in ids:  # every state past the second end string: exactly the free-text mask
+            state = capped.advance(state, token)
+            offset += len(vocabulary.token_bytes[token] or b"")
+            if offset >= len(two.encode()):
+                assert (capped.allowed_tokens(state) == free).all(), (name, text, offset)
+    third = tokenize_continuation(tokenizer, two + " <tool_call>")
+    by_name = compiler.tool_calls(OPENAI_TOOLS, then="loop", require_trigger=False, max_calls=2)
+    for guide, opens in ((capped, False), (by_name, False), (uncapped, True)):  # uncapped: the third is guided
+        state = guide.initial_state
+        for token in third:
+            state = guide.advance(state, token)
+        assert (guide.allowed_tokens(state) == free).all() != opens, name
+    with pytest.raises(TokenRejected):  # the uncapped guide's third call must be JSON
+        uncapped.advance(state, tokenize_continuation(tokenizer, "x")[0])
+    # random walks, the triggers forced where the bound says so: the first two calls are valid
+    # calls, and from the second end string on every mask is free text's
+    rng = random.Random(f"calls-{name}")
+    hints = hint_tokens(vocabulary, [call_a + call_w, "</tool_call><tool_call>"])
+    ended = twice = 0
+    for n in range(8):
+        guide = compiler.triggered(trigger, then="loop", max_calls=2, max_free_tokens=n % 3,
+                                   require_trigger=n % 2 == 0)  # fmt: skip
+        ids, done, states = walk(guide, vocabulary, rng, hints, max_tokens=120, eos_probability=0.05)
+        text = token_text(vocabulary, ids)
+        calls = first_calls(text, 2)
+        for body, _ in calls:
+            assert valid(body), (name, text)
+        if len(calls) == 2:
+            twice += 1
+            offsets = np.cumsum([0] + [len(vocabulary.token_bytes[i] or b"") for i in ids])
+            for state, offset in zip(states, offsets):
+                if offset >= calls[1][1] and state != constrain.triggered.FINISHED:
+                    assert (guide.allowed_tokens(state) == free).all(), (name, text, offset)
+        if done:
+            ended += 1
+            required = n % 2 == 0
+            assert in_language(text, oracle, then="loop", require_trigger=required, max_calls=2), (name, text)
+    assert ended >= 3 and twice >= 1, (name, ended, twice)
+
+
+def forced_by_bytes(guide: TriggeredGuide, state: Any, limit: int = 256) -> bytes:
+    """Forced bytes the slow way: while the text may not end, try every byte a token has and go on
+    where exactly one of them leaves a reading alive.
+
+    Bytes are fed with the guide's byte-level step (``_feed``, the machine the language tests
+    above check against the independent oracle); ``forced_bytes`` reads masks and the inner
+    guides' own answers instead, so the two share no shortcut.
+    """
+    out = bytearray()
+    alphabet = guide.vocabulary.byte_alphabet
+    while len(out) < limit and not guide.is_final(state):
+        alive = [(b, nxt) for b in range(256) if alphabet[b] and (nxt := guide._feed(state, bytes([b])))]
+        if len(alive) != 1:
+            break
+        out.append(alive[0][0])
+        state = frozenset(alive[0][1])
+    return bytes(out)
+
+
+@pytest.fixture(scope="session", params=["smollm2", "mistral"])
+def two_families(
+    request: pytest.FixtureRequest, tokenizers: dict[str, Any], compilers: dict[str, constrain.Compiler]
+) -> tuple[str, Any, constrain.Compiler]:
+    """A byte-level BPE and a SentencePiece with byte fallback (the 128k vocabulary is left out: the
+    brute-force oracle feeds 256 bytes per forced byte)."""
+    name: str = request.param
+    if name not in tokenizers:
+        tokenizers[name] = load_offline_tokenizer(name)
+    if name not in compilers:
+        compilers[name] = constrain.Compiler(tokenizers[name])
+    return name, tokenizers[name], compilers[name]
+
+
+def test_forced_bytes_equal_trying_every_byte(two_families: tuple[str, Any, Any]) -> None:
+    """At every state of random walks, including states of two readings: what every continuation
+    starts with, where the readings agree (``}`` + ``</tool_call>``), and nothing where they differ."""
+    name, _, compiler = two_families
+    vocabulary = compiler.vocabulary
+    guides = {
+        "trigger into JSON": compiler.triggered(
+            Trigger("</think>", compiler.json_schema(ANSWER, whitespace="none")), max_free_tokens=1),
+        "call into its end": compiler.triggered(
+            Trigger("<tool_call>", compiler.tools(OPENAI_TOOLS, whitespace="none"), "</tool_call>"),
+            then="loop", max_free_tokens=1, max_calls=2),
+        "digits meet the end": compiler.triggered(
+            Trigger("<n>", compiler.regex(r"\d{1,3}"), "</n>"), then="text", max_free_tokens=0),
+        "grammar": compiler.triggered(
+            Trigger("<j>", compiler.grammar("json"), "</j>"), then="loop", max_free_tokens=1),
+    }  # fmt: skip
+    call = '<tool_call>{"name":"add","arguments":{"x":1,"y":2}}</tool_call>'
+    hints = hint_tokens(vocabulary, ['</think>{"a":12}', '<n>123</n><n>4</n>', '<j>{"a":[1,2]}</j>', call])
+    rng = random.Random(f"forced-{name}")
+    agreed = differed = 0
+    for label, guide in guides.items():
+        for _ in range(3):
+            _, _, states = walk(guide, vocabulary, rng, hints, max_tokens=40, eos_probability=0.3)
+            for state in states:
+                forced = guide.forced_bytes(state)
+                assert forced == forced_by_bytes(guide, state), (name, label, state)
+                if len(state) > 1 and not guide.is_final(state):
+                    agreed += bool(forced)
+                    differed += not forced
+    assert agreed and differed, (name, agreed, differed)
+
+
 def test_configuration_errors(small: tuple[Any, constrain.Compiler]) -> None:
     _, compiler = small
     inner = compiler.regex(r"\d")
@@ -498,6 +658,11 @@ def test_configuration_errors(small: tuple[Any, constrain.Compiler]) -> None:
         compiler.triggered(Trigger("", inner))
     with pytest.raises(ConfigurationError):
         compiler.triggered(Trigger("<a>", inner, ""))
+    for bad in (0, -1, True, 1.5, "2"):
+        with pytest.raises(ConfigurationError):
+            compiler.triggered(Trigger("<a>", inner, "</a>"), then="loop", max_calls=bad)
+    with pytest.raises(ConfigurationError):
+        compiler.triggered(Trigger("<a>", inner, "</a>"), then="text", max_calls=2)  # one call anyway
     other = constrain.Compiler(load_offline_tokenizer("mistral"))
     with pytest.raises(ConfigurationError):
         compiler.triggered(Trigger("<a>", other.regex(r"\d")))  # another vocabulary's guide
