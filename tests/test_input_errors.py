@@ -77,3 +77,14 @@ def test_a_schema_below_the_depth_limit_compiles(compiler: constrain.Compiler) -
 def test_a_repeat_count_python_cannot_read_is_a_pattern_error(compiler: constrain.Compiler) -> None:
     with pytest.raises(constrain.InvalidPatternError):
         compiler.regex("a{4294967296}")  # was a raw OverflowError
+
+
+@pytest.mark.parametrize("field, value", [
+    ("max_memo_entries", 0), ("max_dfa_states", -5), ("max_parser_stack", True), ("max_nfa_states", "100"),
+    ("max_interned_stacks", 2.5), ("timeout_s", -1.0), ("timeout_s", float("nan")), ("timeout_s", "30"),
+])  # fmt: skip
+def test_a_bad_limit_is_refused_where_it_is_set(field: str, value: object) -> None:
+    """Not deep inside a compilation (a cache that refuses size 0 raised a bare ValueError there)."""
+    with pytest.raises(constrain.ConfigurationError, match=f"Limits.{field}"):
+        constrain.Limits(**{field: value})
+    assert constrain.Limits(timeout_s=0.0).timeout_s == 0.0  # "no time at all" is a limit too

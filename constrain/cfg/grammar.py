@@ -14,7 +14,9 @@ O(1), and sequences that reach the same stack share it.
 Compilation runs under :class:`~constrain.Limits`: ``timeout_s`` from the start
 (lark's table construction cannot be interrupted, so it runs in a thread the
 compile stops waiting for at the deadline), ``max_nfa_states`` for the terminals, ``max_dfa_states`` for the lexer;
-stacks deeper than ``max_parser_stack`` raise while guiding.
+stacks deeper than ``max_parser_stack``, or more of them than ``max_interned_stacks``,
+raise while guiding. The parser's memo tables keep at most ``max_memo_entries`` each
+(dropping the oldest), so a long generation's memory stays flat.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..core.cache import BoundedCache
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
 from ..core.limits import Limits
@@ -132,10 +135,18 @@ class Stacks(Shared):
     A stack is never deeper than ``max_depth`` entries: the push that would make one
     raises the ``max_parser_stack`` limit. Depth follows the text's nesting, so this
     is the one limit the generated text, not the grammar, runs into.
+
+    Guide states name stacks by id, so none can be dropped while a caller may hold a
+    state: the store only grows, by each stack never met before, and the push that
+    would hold more than ``max_stacks`` raises the ``max_interned_stacks`` limit.
     """
 
-    def __init__(self, start_state: int, max_depth: int = Limits.max_parser_stack) -> None:
+    def __init__(
+        self, start_state: int, max_depth: int = Limits.max_parser_stack,
+        max_stacks: int = Limits.max_interned_stacks,
+    ) -> None:  # fmt: skip
         self.max_depth = max_depth
+        self.max_stacks = max_stacks
         self.top: list[int] = [start_state]
         self.parent: list[int] = [-1]
         self.depth: list[int] = [1]
@@ -157,6 +168,12 @@ class Stacks(Shared):
                         "raise Limits.max_parser_stack",
                     )  # fmt: skip
                 found = len(self.top)
+                if found >= self.max_stacks:
+                    raise LimitExceededError(
+                        "max_interned_stacks", self.max_stacks,
+                        "the guide has met more distinct parser stacks than it may keep (states name "
+                        "them, so they are never dropped); raise Limits.max_interned_stacks",
+                    )  # fmt: skip
                 self.top.append(state)
                 self.parent.append(parent)
                 self.depth.append(self.depth[parent] + 1)
@@ -296,11 +313,14 @@ class CompiledGrammar:
         ]
         self.start_state = table.start_state
         self.end_state = table.end_state
-        self.stacks = Stacks(self.start_state, self.limits.max_parser_stack)
-        self._feed_memo: dict[tuple[int, str], tuple[int, int]] = {}
+        self.stacks = Stacks(self.start_state, self.limits.max_parser_stack, self.limits.max_interned_stacks)
+        # Memos of pure functions of (interned stack, ...): new stacks keep coming in a long
+        # generation, so each keeps the newest max_memo_entries and recomputes the rest.
+        memo_size = self.limits.max_memo_entries
+        self._feed_memo: BoundedCache[tuple[int, int]] = BoundedCache(memo_size)
         self._floors = threading.local()
-        self._can_take: dict[tuple[int, frozenset[str]], tuple[bool, int]] = {}
-        self._end_memo: dict[int, bool] = {}
+        self._can_take: BoundedCache[tuple[bool, int]] = BoundedCache(memo_size)
+        self._end_memo: BoundedCache[bool] = BoundedCache(memo_size)
 
         self._check_productive(tables)
 
@@ -368,8 +388,7 @@ class CompiledGrammar:
         key = (stack, terminal)
         found = self._feed_memo.get(key)
         if found is None:
-            found = self._feed(stack, terminal)
-            self._feed_memo[key] = found
+            found = self._feed_memo.put(key, self._feed(stack, terminal))
         floors = self._floors.__dict__.get("stack")
         if floors is not None and found[1] < floors[-1]:
             floors[-1] = found[1]
@@ -433,8 +452,7 @@ class CompiledGrammar:
             if stacks.top[current] == self.end_state:
                 result = True
                 break
-        self._end_memo[stack] = result
-        return result
+        return self._end_memo.put(stack, result)
 
     def can_take(self, stack: int, names: frozenset[str]) -> bool:
         """Whether the parser would shift one of ``names`` next (ignored terminals always count)."""
@@ -449,8 +467,7 @@ class CompiledGrammar:
                 candidates = names & self.action_terminals[self.stacks.top[stack]]
                 result = any(self.feed(stack, name) >= 0 for name in candidates)
                 floor.value = min(floor.value, self.stacks.depth[stack])
-            found = (result, floor.value)
-            self._can_take[key] = found
+            found = self._can_take.put(key, (result, floor.value))
         else:
             self.note_floor(found[1])  # what the cached answer read, as if read again
         return found[0]

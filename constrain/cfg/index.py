@@ -22,7 +22,9 @@ reached nodes' packed token sets. ``docs/cfg.md`` has the whole picture.
 
 Cached walks hold each of their tokens once (as an id, a bit, or a row of a
 continuation group); ``Limits.max_index_entries`` bounds that total, counted
-as each walk is cached.
+as each walk is cached. Walks are kept per lexer state, so they stop growing once
+the lexer states a text meets have been walked. Masks by stack signature keep the
+newest ``signature_cache_size``, and the depths they read ``Limits.max_memo_entries``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, TypeAlias, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from ..core.cache import BoundedCache
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
 from .lexer import DEAD, UNEXPANDED, LexerDFA
@@ -106,7 +109,9 @@ class MaskIndex(Shared):
         # the top entries of the parser stack that computing the mask actually read.
         # Two positions of a document with different stacks below those entries share
         # the mask (the guide adds an exact-state cache in front).
-        self._sig_depth: dict[tuple[int, int, bytes, int], int] = {}
+        # How deep each base's masks read is a memo too (keyed by the pending bytes, which
+        # the text sets): Limits.max_memo_entries bounds it, and a dropped depth is learnt again.
+        self._sig_depth: BoundedCache[int] = BoundedCache(self.grammar.limits.max_memo_entries)
         self._sig_masks: "OrderedDict[tuple[object, ...], NDArray[np.uint8]]" = OrderedDict()
         self.signature_cache_size = 8192
         self._words = (guide.vocab_size + 31) // 32
@@ -133,7 +138,7 @@ class MaskIndex(Shared):
         read = stacks.depth[stack] - floor.value + 1
         depth = max(depth or 0, read)
         with self._lock:
-            self._sig_depth[base] = depth
+            self._sig_depth.store(base, depth)
             self._sig_masks[(base, self._top_states(stack, depth))] = packed
             if len(self._sig_masks) > self.signature_cache_size:
                 self._sig_masks.popitem(last=False)

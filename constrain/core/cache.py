@@ -1,10 +1,15 @@
-"""A bounded, thread-safe cache of computed masks, shared by the guides of one compilation.
+"""A bounded, thread-safe cache of computed masks and memos, shared by the guides of one compilation.
 
 Masks are computed lazily per state, and a long generation through a wide automaton
 visits states without end, so an unbounded cache grows without end too (a 128k
 vocabulary's packed mask is 16 KB). This keeps the most recently used ``size`` entries.
 Per-call guide objects are shallow copies of one compiled guide: they share this object,
 and so one lock, rather than each holding a lock of its own over a shared dict.
+A grammar's parser memos are kept in these too (sized by ``Limits.max_memo_entries``):
+their values are pure functions of their keys, so a dropped entry is recomputed equal.
+
+Reads take no lock: under the GIL one ``OrderedDict`` lookup is atomic against another
+thread's store or eviction, and a miss only means the value is computed again.
 """
 
 from __future__ import annotations
@@ -41,6 +46,17 @@ class BoundedCache(Shared, Generic[V]):
         with self._lock:
             value = self._entries.setdefault(key, value)
             self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+            self._evict()
         return value
+
+    def store(self, key: Hashable, value: V) -> None:
+        """Store ``value``, replacing what is stored: for values a later computation refines."""
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            self._evict()
+
+    def _evict(self) -> None:
+        """Drop the least recently stored entries past ``size`` (called under the lock)."""
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
+
+from ..errors import ConfigurationError
 
 __all__ = ["Limits"]
 
@@ -37,6 +40,26 @@ class Limits:
         ``items``, ``properties`` member, ``allOf`` branch or ``$ref`` is a level). The
         walk recurses, so past this a schema is refused by name instead of running
         into Python's recursion limit.
+    ``max_memo_entries``
+        Grammar guides only: entries kept by each of the parser's memo tables (what
+        the parser does with a terminal on a stack, whether it takes one of a set,
+        whether it accepts the end; and how deep into the stack a mask looked). Each
+        is a pure function of its key, so past this the oldest entries are dropped
+        and recomputed, equal, when asked again: nothing raises.
+    ``max_interned_stacks``
+        Grammar guides only: distinct parser stacks a guide has met. A state names
+        its stack by id, so stacks are kept for the guide's life, not evicted; the
+        stack that would pass this raises. Text that repeats a shape meets the same
+        stacks again; only ever new nesting keeps adding them.
+
+    Which limit bounds which cache that grows while guiding: the regex backend's DFA
+    rows, product and nested-value states by ``max_dfa_states``, its token index rows
+    by ``max_index_entries``; a grammar's lexer states by ``max_dfa_states``, its
+    vocabulary walks by ``max_index_entries``, its parser memos by
+    ``max_memo_entries``, its stack store by ``max_interned_stacks`` (and each
+    stack's depth by ``max_parser_stack``). The packed masks a guide keeps (by state,
+    and a grammar guide's by stack signature) have sizes of their own (the guide's
+    ``mask_cache_size``; 8192), as a mask's memory is the vocabulary's, not the text's.
     """
 
     max_nfa_states: int = 2_000_000
@@ -45,3 +68,16 @@ class Limits:
     timeout_s: float = 60.0
     max_parser_stack: int = 10_000
     max_schema_depth: int = 100
+    max_memo_entries: int = 200_000
+    max_interned_stacks: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        # A bad limit would surface far from where it was set (a cache that refuses a size
+        # of 0 deep inside a grammar, a comparison with a string mid-walk): refuse it here.
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if spec.name == "timeout_s":
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                    raise ConfigurationError(f"Limits.timeout_s must be a number of seconds ≥ 0, not {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"Limits.{spec.name} must be an integer ≥ 1, not {value!r}")
