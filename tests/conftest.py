@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import constrain
 from constrain.testing import load_offline_tokenizer
 
-#: The three families the regex backend must handle exactly.
-FAMILIES = ["smollm2", "mistral", "llama3"]
+#: The three families the regex backend must handle exactly. ``CONSTRAIN_TEST_FAMILIES``
+#: (comma-separated) narrows them: the fast tier (``make test-fast``) runs SmolLM2's alone.
+FAMILIES = [name for name in os.environ.get("CONSTRAIN_TEST_FAMILIES", "smollm2,mistral,llama3").split(",") if name]
 
 
 @pytest.fixture(scope="session")

@@ -123,6 +123,7 @@ def test_boundary_crossing_tokens_exist_and_work(compiler: constrain.Compiler, t
     assert key_state is not None and guide.allowed_tokens(key_state)[colon[0]]
 
 
+@pytest.mark.slow
 def test_fast_mask_equals_token_by_token_emulation(compiler: constrain.Compiler, family: str) -> None:
     if family != "smollm2":
         pytest.skip("one family is enough for this slow reference check")

@@ -185,6 +185,7 @@ def test_fast_mask_equals_reference(compiler: constrain.Compiler, family: str) -
         assert np.array_equal(fast, guide.reference_allowed(state)), prefix
 
 
+@pytest.mark.slow
 def test_cached_masks_equal_masks_computed_afresh(smollm2_guide: CFGGuide, smollm2: object) -> None:
     """Masks reused across positions (same lexer state, same top of stack) are the exact ones.
 
@@ -295,6 +296,7 @@ def test_schema_guide_accepts_and_rejects(compiler: constrain.Compiler, tokenize
         assert not accepts(guide, tokenize_continuation(tokenizer, query)), query
 
 
+@pytest.mark.slow
 def test_schema_random_walks_use_schema_names(smollm2_guide: CFGGuide, schema_oracle: lark.Lark) -> None:
     from constrain.cfg import compile_sql
 
@@ -339,6 +341,7 @@ def test_schema_errors(smollm2_guide: CFGGuide) -> None:
         compile_sql({"t": []}, smollm2_guide.vocabulary)
 
 
+@pytest.mark.slow
 def test_generated_sql_leaves_comments_out_unless_asked(smollm2: object) -> None:
     """A model that opens a comment can stay in it: generated SQL has none by default, and the
     same queries without comments are accepted either way."""
@@ -356,6 +359,7 @@ def test_generated_sql_leaves_comments_out_unless_asked(smollm2: object) -> None
     assert accepts(compiler.grammar("sql"), tokenize_continuation(smollm2, "select 1 /* one */"))
 
 
+@pytest.mark.slow
 def test_generated_sql_has_one_spelling_per_keyword_and_name(smollm2: object) -> None:
     """Compiler.sql writes keywords in capitals, names as the schema spells them, one space between
     tokens (never two) and identifiers up to 63 characters (a small model wrote 'InSert', blank

@@ -60,6 +60,7 @@ def _trees(pattern: str, low: int, high: int) -> tuple[Node, Node]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.slow
 def test_counted_length_accepts_what_the_product_accepts(case: tuple[str, int, int, str]) -> None:
     pattern, low, high, alphabet = case
     counted, product = _trees(pattern, low, high)
@@ -77,6 +78,7 @@ def test_counted_length_accepts_what_the_product_accepts(case: tuple[str, int, i
 
 
 @pytest.mark.parametrize("case", CASES[:4], ids=[c[0] for c in CASES[:4]])
+@pytest.mark.slow
 def test_counted_length_masks_equal_the_products(compiler: constrain.Compiler, case: tuple[str, int, int, str]) -> None:
     """Token by token, on each tokenizer family: the same allowed tokens, never a dead end."""
     pattern, low, high, _ = case
@@ -110,6 +112,7 @@ def test_a_repeat_that_must_run_on_a_counter_keeps_the_product(smollm2: object) 
         assert accepts(guide, tokenize_continuation(smollm2, text)) is valid, text
 
 
+@pytest.mark.slow
 def test_a_long_pattern_string_walks_without_a_product(smollm2: object) -> None:
     """A 500-character bound on a word-count pattern (a real schema's summary field): the
     product ran past 200,000 states on random walks; the counted length finishes them."""

@@ -92,6 +92,7 @@ def test_a_deferred_build_gives_the_eager_language() -> None:
     assert checked[True] > 20 and checked[False] > 40, checked
 
 
+@pytest.mark.slow
 def test_walks_through_deferred_parts_are_valid_and_complete(smollm2: object) -> None:
     compiler = constrain.Compiler(smollm2)
     narrow = {**WIDE, "properties": {k: v for k, v in WIDE["properties"].items() if k in ("part_0", "list")}}
@@ -119,6 +120,7 @@ PROMETHEUS = Path(__file__).resolve().parents[2] / "shared/data/maskbench-dev/Js
 
 
 @pytest.mark.skipif(not PROMETHEUS.exists(), reason="needs ../shared/data/maskbench-dev")
+@pytest.mark.slow
 def test_a_first_visit_keeps_to_timeout_s_however_deep_its_builds_nest(smollm2: object) -> None:
     """Prometheus' configuration schema: a first visit builds a deferred part whose products search
     parts that build deferred parts of their own (it compiled eagerly in 22 s before parts were

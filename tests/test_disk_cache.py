@@ -164,6 +164,7 @@ print(json.dumps({"hits": compiler.disk_cache.stats.hits, "masks": digest.hexdig
 
 
 @pytest.mark.parametrize("name", ["schema", "recursive schema"])
+@pytest.mark.slow
 def test_another_process_reads_the_guide(
     vocabulary: constrain.Vocabulary, references: dict[str, Any], tmp_path: Path, name: str
 ) -> None:
@@ -321,6 +322,7 @@ def test_a_guide_the_format_cannot_hold_is_compiled_and_not_stored(
 # ---------------------------------------------------------------------- what the key tells apart
 
 
+@pytest.mark.slow
 def test_vocabularies_never_share_an_entry(
     vocabulary: constrain.Vocabulary, mistral: object, tmp_path: Path
 ) -> None:

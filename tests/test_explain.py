@@ -44,6 +44,7 @@ def test_accepted_text_ends_final(smollm2: object) -> None:
     assert report.final is True and all(step.state_after is not None for step in report.steps)
 
 
+@pytest.mark.slow
 def test_cli_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(SCHEMA))

@@ -1107,6 +1107,7 @@ def _hang_guard(run: Callable[[], None]) -> None:
     assert finished, f"an example ran past {HANG_S} s; grammar:\n{CURRENT[0]}"
 
 
+@pytest.mark.slow
 def test_generated_grammars_agree_with_lark(fuzz_compilers: dict[str, tuple[constrain.Compiler, object]]) -> None:
     """Generated grammars: refused exactly as lark refuses, accepting exactly what lark parses."""
 
@@ -1124,6 +1125,7 @@ def test_generated_grammars_agree_with_lark(fuzz_compilers: dict[str, tuple[cons
 
 @pytest.mark.filterwarnings("ignore:Possible (nested set|set ):FutureWarning")  # re on odd classes
 @pytest.mark.filterwarnings("ignore:Exception ignored in.*gc_callback:pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.slow
 def test_generated_regex_terminals_agree_with_lark(
     fuzz_compilers: dict[str, tuple[constrain.Compiler, object]],
 ) -> None:

@@ -493,6 +493,7 @@ def _seeded(test: Callable[..., None]) -> Callable[..., None]:
 @_seeded
 @FUZZ
 @given(piece=patterns(), rng=st.randoms(use_true_random=False))
+@pytest.mark.slow
 def test_regex_front_end_agrees_with_re(piece: Piece, rng: random.Random) -> None:
     """Generated patterns and texts: the automaton accepts exactly what ``re.fullmatch`` matches."""
     check(piece, rng)

@@ -180,6 +180,7 @@ def _integral_float(value: Any) -> bool:
 @pytest.mark.parametrize("mode", sorted(MODES))
 @FUZZ
 @given(schema=_schemas(exact=False), seed=st.integers(0, 2**16))
+@pytest.mark.slow
 def test_random_walks_validate(mode: str, schema: dict[str, Any], seed: int) -> None:
     dfa = _automaton(schema, mode)
     if dfa is None or dfa.start == DEAD:

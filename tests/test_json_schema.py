@@ -284,6 +284,7 @@ def test_keywords_a_draft_does_not_define_are_annotations_there(draft: str) -> N
 
 
 @pytest.mark.parametrize("draft", ["http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#"])
+@pytest.mark.slow
 def test_older_spellings_stay_enforced_when_read_twice(draft: str) -> None:
     """The walker spells draft-4 'dependencies' as 'dependentSchemas' and reads a merged anyOf
     branch again: a draft that lacks 'dependentSchemas' must not drop what it wrote itself
@@ -427,6 +428,7 @@ FORMAT_SAMPLES = {  # (accepted, refused), spelled as JSON text content; refused
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMAT_SAMPLES))
+@pytest.mark.slow
 def test_uri_and_pointer_formats_follow_their_rfcs(fmt: str) -> None:
     dfa = LazyDFA(ByteNFA(schema_walk({"type": "string", "format": fmt}, SchemaOptions()).tree, Limits()))
     accepted, refused = FORMAT_SAMPLES[fmt]

@@ -84,6 +84,7 @@ INSTANCES: dict[type[BaseModel], BaseModel] = {
 
 
 @pytest.mark.parametrize("cls", list(INSTANCES), ids=lambda c: c.__name__)
+@pytest.mark.slow
 def test_what_the_guide_writes_the_class_validates(smollm2: object, cls: type[BaseModel]) -> None:
     guide = constrain.Compiler(smollm2).json_schema(cls)
     texts = finished_walks(guide, guide.vocabulary, random.Random(5), count=25, max_tokens=160)
@@ -93,6 +94,7 @@ def test_what_the_guide_writes_the_class_validates(smollm2: object, cls: type[Ba
 
 
 @pytest.mark.parametrize("cls", list(INSTANCES), ids=lambda c: c.__name__)
+@pytest.mark.slow
 def test_what_the_class_writes_the_guide_accepts(smollm2: object, cls: type[BaseModel]) -> None:
     guide = constrain.Compiler(smollm2).json_schema(cls)
     text = INSTANCES[cls].model_dump_json()
@@ -107,6 +109,7 @@ def test_sets_take_repeated_items_as_the_class_does(smollm2: object) -> None:
     assert Collections.model_validate_json(text).tags == {"x"}
 
 
+@pytest.mark.slow
 def test_decimal_strings_are_decimals(smollm2: object) -> None:
     """Pydantic's schema says any string; the class refuses ``"abc"``, and so does the guide."""
     guide = constrain.Compiler(smollm2).json_schema(Numbers)

@@ -151,6 +151,7 @@ KEY_SPELLINGS += [
 
 
 @pytest.mark.parametrize("schema,text", KEY_SPELLINGS)
+@pytest.mark.slow
 def test_escaped_or_repeated_keys_do_not_slip_past_a_subtracted_schema(schema: dict, text: str) -> None:
     assert not ExactValidator(schema).is_valid(json.loads(text))
     for spec in (False, True):
@@ -185,6 +186,7 @@ def _texts(value: object) -> set[str]:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.slow
 def test_byte_automaton_is_sound_and_accepts_the_expected(name: str) -> None:
     schema, expected = CASES[name]
     validator = ExactValidator(schema, format_checker=jsonschema.FormatChecker())
@@ -259,6 +261,7 @@ def test_a_superset_holds_every_spelling_of_a_decimal() -> None:
     assert dfa.matches(b"[-1, -0.5]") and not dfa.matches(b"[94.90]") and not dfa.matches(b"[2.50]")
 
 
+@pytest.mark.slow
 def test_a_witness_behind_long_required_keys_is_found() -> None:
     """A difference whose witness needs two long required keys (o27154, reduced): the budgeted
     liveness search spent its budget on shorter key spellings and judged the whole language

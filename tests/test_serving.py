@@ -391,6 +391,7 @@ def _worker_masks(payload: bytes) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 def test_pickled_compiled_guides_give_identical_masks(backend: ConstrainBackend, tokenizer: Any) -> None:
     replay = VLLMReplay(backend, tokenizer, seed=7)
     for request_id in ("json", "regex", "choice", "lark"):
@@ -440,6 +441,7 @@ def _sglang_oracle(request_id: str, text: str) -> None:
         json.loads(text)
 
 
+@pytest.mark.slow
 def test_sglang_replay_with_jump_forward(tokenizer: Any, backend: ConstrainBackend) -> None:
     sglang = ConstrainGrammarBackend(compiler=backend.compiler)
     vocab_size = sglang.vocab_size

@@ -26,8 +26,11 @@ from constrain.guide import allocate_bitmask, bitmask_to_bool
 from constrain.testing import load_offline_tokenizer, token_text, tokenize_continuation
 from constrain.vocabulary import Vocabulary
 
-#: A byte-level BPE, a SentencePiece with byte fallback, and the 128k Llama-3 vocabulary.
-FAMILIES = ["smollm2", "mistral", "llama3"]
+import conftest
+
+#: A byte-level BPE, a SentencePiece with byte fallback, and the 128k Llama-3 vocabulary
+#: (conftest's list: the fast tier narrows it).
+FAMILIES = conftest.FAMILIES
 
 ANSWER = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 
@@ -345,6 +348,7 @@ def test_inner_part_that_may_go_on_meets_its_end_string(small: tuple[Any, constr
 
 
 @pytest.mark.parametrize("then", ["eos", "loop"])
+@pytest.mark.slow
 def test_random_walks_stay_in_the_language(setup: tuple[str, Any, Any], then: str) -> None:
     name, _, compiler = setup
     vocabulary = compiler.vocabulary
@@ -609,6 +613,7 @@ def two_families(
     return name, tokenizers[name], compilers[name]
 
 
+@pytest.mark.slow
 def test_forced_bytes_equal_trying_every_byte(two_families: tuple[str, Any, Any]) -> None:
     """At every state of random walks, including states of two readings: what every continuation
     starts with, where the readings agree (``}`` + ``</tool_call>``), and nothing where they differ."""
