@@ -507,3 +507,36 @@ def test_undeclared_keys_are_exactly_the_other_names(seed: int) -> None:
         for value in ('"x"', "1"):
             text = "{" + json.dumps(key, ensure_ascii=False) + ": " + value + "}"
             assert dfa.matches(text.encode()) == validator.is_valid(json.loads(text)), (names, text)
+
+
+def _number_spellings(rng: random.Random, count: int) -> list[str]:
+    """Numbers as JSON may spell them: signs, zeros, fractions with trailing zeros, exponents."""
+    out = ["0", "-0", "0.0", "0e0", "-0.0e1", "1e-06", "1E+2", "0.000", "-1e-6"]
+    for _ in range(count):
+        whole = rng.choice(["0", str(rng.randint(1, 999))])
+        fraction = rng.choice(["", "." + "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 4)))])
+        exponent = rng.choice(["", "", f"{rng.choice('eE')}{rng.choice(['', '+', '-'])}{rng.randint(0, 12)}"])
+        out.append(rng.choice(["", "-"]) + whole + fraction + exponent)
+    return out
+
+
+@pytest.mark.parametrize("bounds", [
+    {"minimum": 0}, {"exclusiveMinimum": 0}, {"maximum": 0}, {"exclusiveMaximum": 0.0},
+    {"minimum": 0, "exclusiveMinimum": 0}, {"maximum": 0, "exclusiveMaximum": 0},
+])  # fmt: skip
+def test_a_bound_at_zero_takes_every_spelling_exponents_too(bounds: dict, smollm2: object) -> None:
+    """An exponent never changes a number's sign or whether it is zero, so a one-sided bound at 0
+    judges "1e-06" exactly (it was refused as any bounded number with an exponent: MaskBench
+    o57716's {"minimum": 0} refused a valid "evalue": 1e-06). Only "-0" spellings stay out."""
+    schema = {"type": "number", **bounds}
+    pattern = re.compile(to_regex(schema))
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in _number_spellings(random.Random(7), 400):
+        valid = validator.is_valid(json.loads(text))
+        matched = bool(pattern.fullmatch(text))
+        assert not matched or valid, f"{text} let through"
+        assert matched or not valid or text.startswith("-0"), f"{text} refused"
+    guide = constrain.Compiler(smollm2).json_schema({"type": "object", "properties": {"x": schema}})
+    for value in ("1e-06", "-2.5E3", "0.0e1"):
+        text = '{"x": ' + value + "}"
+        assert accepts(guide, tokenize_continuation(smollm2, text)) is validator.is_valid(json.loads(value)), text

@@ -10,7 +10,7 @@ import re
 from decimal import Decimal
 
 __all__ = [
-    "STRING_CHAR", "STRING", "INTEGER", "NUMBER", "BOOLEAN", "NULL", "FORMATS", "integer_range", "decimal_bound",
+    "STRING_CHAR", "STRING", "INTEGER", "NUMBER", "ZERO_BOUNDED", "BOOLEAN", "NULL", "FORMATS", "integer_range", "decimal_bound",
 ]
 
 # One *character* of a JSON string: a raw character (no quote, backslash or control),
@@ -26,6 +26,19 @@ STRING_CHAR = (
 STRING = f'"{STRING_CHAR}*"'
 INTEGER = r"-?(?:0|[1-9][0-9]*)"
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+#: Numbers on one side of zero, exponents included: an exponent scales a number's magnitude but
+#: never changes its sign or whether it is zero, so against a bound of 0 every spelling is judged
+#: by its sign and its mantissa's digits alone ("minimum": 0 is the commonest bound there is).
+#: (A negative zero, "-0", is left out: over-constrained, never weaker.)
+_NONZERO_MANTISSA = r"(?:[1-9][0-9]*(?:\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)"
+_ZERO = r"0(?:\.0+)?"
+_EXPONENT = r"(?:[eE][+-]?[0-9]+)?"
+ZERO_BOUNDED = {
+    (True, False): rf"(?:{_ZERO}|{_NONZERO_MANTISSA}){_EXPONENT}",  # x >= 0
+    (True, True): rf"{_NONZERO_MANTISSA}{_EXPONENT}",  # x > 0
+    (False, False): rf"(?:{_ZERO}|-{_NONZERO_MANTISSA}){_EXPONENT}",  # x <= 0
+    (False, True): rf"-{_NONZERO_MANTISSA}{_EXPONENT}",  # x < 0
+}
 BOOLEAN = r"(?:true|false)"
 NULL = r"null"
 

@@ -44,7 +44,9 @@ from ..regex.tree import (
     render, seq,
 )  # fmt: skip
 from .refs import References, UnresolvedReference
-from .patterns import BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR, decimal_bound, integer_range
+from .patterns import (
+    BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR, ZERO_BOUNDED, decimal_bound, integer_range,
+)
 
 __all__ = [
     "SchemaError", "UnsupportedSchemaError", "RecursiveSchemaError",
@@ -1084,6 +1086,13 @@ class _Walker:
             return multiple if bounds is None else Intersect((bounds, multiple))
         if not bounded:
             return _fragment(NUMBER)
+        sides = {k.endswith("inimum") for k in bounded}
+        if len(sides) == 1 and all(_is_number(schema[k]) and schema[k] == 0 for k in bounded):
+            # Bounds at 0 on one side only: every spelling, exponents too (see ZERO_BOUNDED).
+            strict = any(k.startswith("exclusive") for k in bounded)
+            for key in bounded:
+                del schema[key]
+            return _fragment(ZERO_BOUNDED[(sides.pop(), strict)])
         if all(_integral(schema[k]) for k in bounded):
             for key in bounded:
                 schema[key] = int(schema[key])
