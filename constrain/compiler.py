@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Ty
 from .errors import ConfigurationError, ConstrainError
 from .json_schema.to_grammar import schema_to_grammar
 from .json_schema.refs import References
-from .json_schema.to_regex import SchemaOptions, load_schema, recursive_refs, schema_walk
+from .json_schema.to_regex import SchemaOptions, WalkResult, load_schema, recursive_refs, schema_walk
 from .regex.automaton import DEAD, ByteNFA, LazyDFA
 from .core.diskcache import DiskCache, Storable
 from .core.limits import Limits
@@ -129,22 +129,33 @@ class Compiler:
         loaded = load_schema(schema)
         settings = SchemaOptions(**options)
         refs = References(loaded, remotes)
+        # schema_walk only hands ``remotes`` on to References, which takes any Mapping.
+        given_remotes = cast("dict[str, Any] | None", remotes)
+        # dict(): json.dumps takes no other Mapping (a MappingProxyType raised TypeError here)
+        remotes_json = None if remotes is None else dict(remotes)
+        text = json.dumps([loaded, remotes_json], sort_keys=True)
         if settings.max_recursion_depth is None and recursive_refs(loaded, refs):
-            automata = _TerminalAutomata(self.vocabulary, limits or self.limits)
-            grammar = schema_to_grammar(
-                loaded, remotes=remotes, limits=limits or self.limits, alive=automata.alive, **options
+            # Writing the grammar builds every terminal's automaton (to leave dead ones out), so
+            # the whole guide is cached by the schema: a second call only walks for its metadata.
+            walks: list[WalkResult] = []
+
+            def build() -> "CFGGuide":
+                automata = _TerminalAutomata(self.vocabulary, limits or self.limits)
+                grammar = schema_to_grammar(
+                    loaded, remotes=remotes, limits=limits or self.limits, alive=automata.alive, **options
+                )
+                walks.append(grammar.walk)
+                return self._build_grammar_of_trees(grammar.text, grammar.terminals, automata)
+
+            guide: RegexGuide | CFGGuide = self._cached_guide(
+                ("json_schema_grammar", text, settings, limits or self.limits), build
             )
-            walk = grammar.walk
-            guide: RegexGuide | CFGGuide = self._grammar_of_trees(
-                grammar.text, grammar.terminals, limits or self.limits, automata
+            walk = walks[0] if walks else schema_walk(
+                loaded, settings, rules=True, limits=limits or self.limits, remotes=given_remotes
             )
         else:
-            # schema_walk only hands ``remotes`` on to References, which takes any Mapping.
-            given_remotes = cast("dict[str, Any] | None", remotes)
             walk = schema_walk(loaded, settings, limits=limits or self.limits, remotes=given_remotes)
-            # dict(): json.dumps takes no other Mapping (a MappingProxyType raised TypeError here)
-            remotes_json = None if remotes is None else dict(remotes)
-            key = ("json_schema", json.dumps([loaded, remotes_json], sort_keys=True), settings)
+            key = ("json_schema", text, settings)
             label = f"json_schema({json.dumps(loaded)[:50]}...)"
             guide = self._cached(key, lambda: walk.tree, label, limits)
         return _for_call(guide, schema=loaded, dropped=walk.dropped, ignored=walk.ignored,
@@ -228,21 +239,22 @@ class Compiler:
         return TriggeredGuide(trigger, self.vocabulary, then=then, require_trigger=require_trigger,
                               max_free_tokens=max_free_tokens, max_calls=max_calls)  # fmt: skip
 
-    def _grammar_of_trees(
-        self, text: str, terminals: Mapping[str, Node], limits: Limits, built: "_TerminalAutomata | None" = None
-    ) -> "CFGGuide":
-        """A grammar guide whose terminals are regex-backend trees (the skeleton of a recursive schema).
+    def _grammar_of_trees(self, text: str, terminals: Mapping[str, Node], limits: Limits) -> "CFGGuide":
+        """A grammar guide whose terminals are regex-backend trees (a GBNF grammar's skeleton), cached."""
+        return self._cached_guide(
+            ("grammar-of-trees", text, tuple(terminals.items()), limits),
+            lambda: self._build_grammar_of_trees(text, terminals, _TerminalAutomata(self.vocabulary, limits)),
+        )
 
-        ``built`` holds the automata already made for some of the trees (to see which are dead).
-        """
+    def _build_grammar_of_trees(
+        self, text: str, terminals: Mapping[str, Node], built: "_TerminalAutomata"
+    ) -> "CFGGuide":
+        """The guide of Lark ``text`` whose terminals are the trees ``terminals`` names, their automata
+        taken from ``built`` (where the grammar writer may have made them already)."""
         from .cfg import compile_grammar
 
-        def build() -> "CFGGuide":
-            made = built or _TerminalAutomata(self.vocabulary, limits)
-            automata = {name: made.automaton(tree) for name, tree in terminals.items()}
-            return compile_grammar(text, self.vocabulary, limits=limits, automata=automata)
-
-        return self._cached_guide(("grammar-of-trees", text, tuple(terminals.items()), limits), build)
+        automata = {name: built.automaton(tree) for name, tree in terminals.items()}
+        return compile_grammar(text, self.vocabulary, limits=built.limits, automata=automata)
 
     def sql(
         self, tables: Mapping[str, Sequence[str]] | None = None, *, comments: bool = False, canonical: bool = True,
@@ -317,14 +329,14 @@ class _TerminalAutomata:
 
     def __init__(self, vocabulary: Vocabulary, limits: Limits) -> None:
         self._alphabet = vocabulary.byte_alphabet
-        self._limits = limits
+        self.limits = limits
         self._deadline = time.monotonic() + limits.timeout_s
         self._built: dict[Node, LazyDFA] = {}
 
     def automaton(self, tree: Node) -> LazyDFA:
         found = self._built.get(tree)
         if found is None:
-            found = self._built[tree] = LazyDFA(ByteNFA(tree, self._limits, self._alphabet, deadline=self._deadline))
+            found = self._built[tree] = LazyDFA(ByteNFA(tree, self.limits, self._alphabet, deadline=self._deadline))
         return found
 
     def alive(self, tree: Node) -> bool:

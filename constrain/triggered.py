@@ -340,6 +340,8 @@ class TriggeredGuide(GuideShell[State]):
         self._text_bits = vocabulary.shared(("trigger-text-bits", self.vocab_size), text_bits)
         self._config_masks: BoundedCache[NDArray[np.int32]] = BoundedCache(_MASK_CACHE_SIZE)
         self._free_masks: dict[tuple[int, bool, int], NDArray[np.int32]] = {}
+        #: The most calls one token can complete, plus one (see ``_representative``).
+        self._reach = max((len(b) for b in vocabulary.token_bytes if b), default=0) + 1
         self._remainders: dict[tuple[int, bytes, int], bool] = {}
         self._initial = self._closure({(_FREE, 0, 0, 0)})
 
@@ -473,6 +475,19 @@ class TriggeredGuide(GuideShell[State]):
             return (_TEXT,)
         return (_FREE, 0, 0, done + 1 if self.max_calls is not None else 1)
 
+    def _representative(self, done: int) -> int:
+        """The call count that stands for ``done`` in the mask caches.
+
+        What a token may do depends on the calls left only as far as one token can reach: each
+        call takes a byte at least, so no token completes more calls than it has bytes. Counts
+        with as many calls left, up to that reach, share their masks; without this, a loop of
+        calls under a large ``max_calls`` walked the vocabulary again, and kept another mask,
+        for every call.
+        """
+        if self.max_calls is None:
+            return 0
+        return self.max_calls - min(self.max_calls - done, self._reach)
+
     def _opened(self, done: int) -> int:
         """The count a call opened after ``done`` calls carries (only ``max_calls`` reads it)."""
         return done if self.max_calls is not None else 0
@@ -550,7 +565,7 @@ class TriggeredGuide(GuideShell[State]):
         """The text tokens one configuration allows (EOS is the state's business), packed."""
         kind = config[0]
         if kind == _FREE:
-            key = (int(config[1]), self._forced(config), self._opened(config[3]))
+            key = (int(config[1]), self._forced(config), self._representative(config[3]))
             mask = self._free_masks.get(key)
             if mask is None:
                 mask = self._free_masks[key] = self._free_mask(*key)
@@ -621,6 +636,7 @@ class TriggeredGuide(GuideShell[State]):
 
     def _remainder_ok(self, k: int, rest: bytes, done: int) -> bool:
         """Whether trigger k's guide (and what follows it) takes ``rest`` right after the trigger."""
+        done = self._representative(done)
         key = (k, rest, done)
         ok = self._remainders.get(key)
         if ok is None:

@@ -305,3 +305,22 @@ def test_subtrees_shared_many_times_are_written_once() -> None:
               "properties": {"top": {"$ref": f"#/$defs/l{levels}"}, "again": {"$ref": "#"}}}  # fmt: skip
     grammar = schema_to_grammar(schema)
     assert len(grammar.terminals) < 20  # the levels make one terminal
+
+
+#: "d" is required and matches no string (a pattern minus itself), so the recursive object can
+#: never be written: its rule dies, and so does every rule that needs it; the integer remains.
+DYING_RULE = {
+    "$defs": {"n": {"type": "object", "additionalProperties": False, "required": ["d"],
+                    "properties": {"k": {"$ref": "#/$defs/n"},
+                                   "d": {"type": "string", "pattern": "^a$", "not": {"type": "string", "pattern": "^a$"}}}}},
+    "anyOf": [{"type": "integer"}, {"$ref": "#/$defs/n"}],
+}  # fmt: skip
+
+
+def test_a_rule_that_can_never_finish_is_left_out(smollm2: object) -> None:
+    """Once a rule was dead the writer looped for ever (it asked again whether any rule was dead);
+    then it wrote the dead rule's body as the text "None"."""
+    guide = constrain.Compiler(smollm2).json_schema(DYING_RULE, strict_properties=False)
+    for text, valid in (("1", True), ('{"d": "a"}', False), ("{}", False), ('"a"', False)):
+        assert jsonschema.Draft202012Validator(DYING_RULE).is_valid(json.loads(text)) is valid
+        assert accepts(guide, tokenize_continuation(smollm2, text)) is valid, text

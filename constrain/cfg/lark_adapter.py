@@ -392,7 +392,9 @@ def _build(text: str, start: str, always_accept: tuple[str, ...] = ()) -> lark.L
         raise GrammarError(f"invalid grammar: {exc}") from None
     except (FileNotFoundError, OSError) as exc:  # %import of a grammar lark cannot find
         raise GrammarError(f"invalid grammar: an %import names no grammar lark can find ({exc})") from None
-    except (KeyError, ValueError, AssertionError, OverflowError) as exc:  # OverflowError: a repeat like ~99999999999
+    except (KeyError, IndexError, TypeError, ValueError, AssertionError, OverflowError, RecursionError) as exc:
+        # what lark lets through on some inputs: a repeat like ~99999999999 (OverflowError),
+        # thousands of nested groups (RecursionError)
         raise GrammarError(f"invalid grammar: {type(exc).__name__}: {exc}") from None
     except AttributeError as exc:
         # lark's terminal-collision check (newer than 1.1.0, when interegular is installed;

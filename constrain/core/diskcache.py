@@ -444,6 +444,16 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _library_versions() -> list[str]:
+    """What else a stored guide's state depends on: Python (the layout of what pickling walks), numpy
+    (the arrays) and lark (a grammar keeps lark's terminal definitions, and lark's internals shape
+    its tables). Another version of any of them never reads an entry: it compiles afresh."""
+    import sys
+    from importlib.metadata import version  # not an import of lark: it stays behind cfg/lark_adapter.py
+
+    return [f"python {sys.version_info[0]}.{sys.version_info[1]}", f"numpy {np.__version__}", f"lark {version('lark')}"]
+
+
 def _constrain_version() -> str:
     from .. import __version__  # read at call time: the package imports this module first
 
@@ -494,7 +504,7 @@ class DiskCache:
         except Unencodable:
             self._count("unkeyable")
             return None
-        head = json.dumps([FORMAT_VERSION, _constrain_version(), self.vocabulary.fingerprint])
+        head = json.dumps([FORMAT_VERSION, _constrain_version(), _library_versions(), self.vocabulary.fingerprint])
         return hashlib.sha256(f"{head}\n{text}".encode("utf-8")).hexdigest()
 
     def path(self, digest: str) -> Path:

@@ -33,11 +33,14 @@ NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _NONZERO_MANTISSA = r"(?:[1-9][0-9]*(?:\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)"
 _ZERO = r"0(?:\.0+)?"
 _EXPONENT = r"(?:[eE][+-]?[0-9]+)?"
+#: Where the bound excludes 0 itself, no negative exponent: ``1e-400`` is above 0, but a reader of
+#: JSON numbers as floats (``json.loads``, every validator built on it) reads it as 0.0, which is not.
+_GROWING_EXPONENT = r"(?:[eE]\+?[0-9]+)?"
 ZERO_BOUNDED = {
     (True, False): rf"(?:{_ZERO}|{_NONZERO_MANTISSA}){_EXPONENT}",  # x >= 0
-    (True, True): rf"{_NONZERO_MANTISSA}{_EXPONENT}",  # x > 0
+    (True, True): rf"{_NONZERO_MANTISSA}{_GROWING_EXPONENT}",  # x > 0
     (False, False): rf"(?:{_ZERO}|-{_NONZERO_MANTISSA}){_EXPONENT}",  # x <= 0
-    (False, True): rf"-{_NONZERO_MANTISSA}{_EXPONENT}",  # x < 0
+    (False, True): rf"-{_NONZERO_MANTISSA}{_GROWING_EXPONENT}",  # x < 0
 }
 BOOLEAN = r"(?:true|false)"
 NULL = r"null"

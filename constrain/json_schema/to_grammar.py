@@ -84,12 +84,12 @@ def tree_to_grammar(
         if top is None:
             raise EmptyLanguageError("the schema matches no JSON text at all")
         bodies = {name: writer.expansion(body) for name, body in rules.items()}
-        newly_dead = {name for name, body in bodies.items() if body is None}
+        newly_dead = {name for name, body in bodies.items() if body is None} - dead_rules
         if not newly_dead:
             break
         dead_rules |= newly_dead
     lines = [f"start: {top}"]
-    lines += [f"{name}: {body}" for name, body in bodies.items()]
+    lines += [f"{name}: {body}" for name, body in bodies.items() if body is not None]  # dead rules: unused
     lines += writer.extra_rules
     # A placeholder per terminal: lark needs a pattern, and distinct strings keep lark from
     # merging terminals or renaming one into another.
@@ -133,6 +133,8 @@ class _Writer(SkeletonWriter):
         if any(body is None and required for body, (_, required) in zip(bodies, node.items)):
             return None
         sep = self.leaf(node.separator)
+        if sep is None:
+            raise SchemaError("this schema's member separator matches nothing")
         extra = None if node.extra is None else self.expansion(node.extra)
         k = self._members
         self._members += 1
