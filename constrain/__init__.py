@@ -21,16 +21,19 @@ from .errors import (
     ConfigurationError,
     ConstrainError,
     EmptyLanguageError,
+    GBNFError,
     InvalidPatternError,
     InvalidStateError,
     LimitExceededError,
     NonRegularPatternError,
     PatternError,
     GrammarError,
+    RecursiveSchemaError,
+    SchemaError,
     TokenRejected,
+    UnsupportedSchemaError,
     VocabularyError,
 )
-from .json_schema import RecursiveSchemaError, SchemaError, UnsupportedSchemaError
 from .guide import Guide, allocate_bitmask, bitmask_size, bitmask_to_bool
 from .regex import FINISHED, Limits, RegexGuide
 from .triggered import Trigger, TriggeredGuide, tools_schema
@@ -73,5 +76,6 @@ __all__ = [
     "SchemaError",
     "UnsupportedSchemaError",
     "RecursiveSchemaError",
+    "GBNFError",
     "__version__",
 ]

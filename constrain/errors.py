@@ -18,7 +18,13 @@ __all__ = [
     "LimitExceededError",
     "TokenRejected",
     "GrammarError",
+    "GBNFError",
+    "SchemaError",
+    "UnsupportedSchemaError",
+    "RecursiveSchemaError",
     "BitmaskError",
+    "InvalidStateError",
+    "ConfigurationError",
 ]
 
 
@@ -101,6 +107,34 @@ class GrammarError(ConstrainError, ValueError):
         super().__init__(f"{message}{where}")
         self.rule = rule
         self.terminal = terminal
+
+
+class GBNFError(GrammarError):
+    """A GBNF grammar that cannot be compiled; ``line`` is the 1-based line at fault (None: none)."""
+
+    def __init__(self, message: str, *, rule: str | None = None, line: int | None = None) -> None:
+        super().__init__(f"line {line}: {message}" if line is not None else message, rule=rule)
+        self.line = line
+
+
+class SchemaError(ConstrainError, ValueError):
+    """The schema itself is malformed (not JSON, a dangling ``$ref``, a bad keyword value)."""
+
+
+class UnsupportedSchemaError(SchemaError):
+    """A keyword the regex cannot enforce; ``keyword`` and ``pointer`` say which and where."""
+
+    def __init__(self, keyword: str, pointer: str, reason: str) -> None:
+        super().__init__(
+            f"{keyword!r} at {pointer or '#'} cannot be enforced: {reason}; "
+            "pass lenient=True to drop it (the guide then lists it in .dropped)"
+        )
+        self.keyword = keyword
+        self.pointer = pointer or "#"
+
+
+class RecursiveSchemaError(UnsupportedSchemaError):
+    """A ``$ref`` cycle: a regex can only unroll it to a fixed depth."""
 
 
 class BitmaskError(ConstrainError, TypeError):

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar, Union
 
-from .errors import GrammarError
+from .errors import GBNFError, GrammarError
 from .regex.tree import EMPTY, Alt, CharSet, Concat, Difference, Literals, Node, Repeat, RuleRef, alt, seq
 from .core.utf8 import MAX_CODEPOINT, complement_ranges
 from .skeleton import SkeletonWriter, has_rule_ref, nullable
@@ -41,14 +41,6 @@ __all__ = [
     "Literal", "CharClass", "AnyChar", "Reference", "Sequence", "Choice", "Repetition", "Expr",
     "parse_gbnf", "translate", "translate_gbnf",
 ]  # fmt: skip
-
-
-class GBNFError(GrammarError):
-    """A GBNF grammar that cannot be compiled; ``line`` is the 1-based line at fault (None: none)."""
-
-    def __init__(self, message: str, *, rule: str | None = None, line: int | None = None) -> None:
-        super().__init__(f"line {line}: {message}" if line is not None else message, rule=rule)
-        self.line = line
 
 
 # ---------------------------------------------------------------------- the AST

@@ -33,7 +33,9 @@ from functools import lru_cache
 from typing import Any, Callable, Iterator, NoReturn
 from urllib.parse import urldefrag
 
-from ..errors import ConstrainError, LimitExceededError, PatternError
+from ..errors import (
+    ConstrainError, LimitExceededError, PatternError, RecursiveSchemaError, SchemaError, UnsupportedSchemaError,
+)
 from ..regex.algebra import DEAD
 from ..regex.automaton import ByteNFA, LazyDFA
 from ..core.limits import Limits
@@ -92,29 +94,9 @@ _MAX_DIVISOR = 100_000
 _TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
 
 
-class SchemaError(ConstrainError, ValueError):
-    """The schema itself is malformed (not JSON, a dangling ``$ref``, a bad keyword value)."""
-
-
-class UnsupportedSchemaError(SchemaError):
-    """A keyword the regex cannot enforce; ``keyword`` and ``pointer`` say which and where."""
-
-    def __init__(self, keyword: str, pointer: str, reason: str) -> None:
-        super().__init__(
-            f"{keyword!r} at {pointer or '#'} cannot be enforced: {reason}; "
-            "pass lenient=True to drop it (the guide then lists it in .dropped)"
-        )
-        self.keyword = keyword
-        self.pointer = pointer or "#"
-
-
 #: Required members a grammar tracks in an object around a recursive reference (a rule per subset
 #: of them, see ``to_grammar._Writer.member_set``); past it the members keep definition order.
 MAX_TRACKED_REQUIRED = 6
-
-
-class RecursiveSchemaError(UnsupportedSchemaError):
-    """A ``$ref`` cycle: a regex can only unroll it to a fixed depth."""
 
 
 @dataclass(frozen=True)
