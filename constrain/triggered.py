@@ -47,6 +47,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .core.cache import BoundedCache
+from .core.limits import Limits
 from .core.shell import GuideShell, capabilities
 from .errors import ConfigurationError, InvalidStateError, TokenRejected
 from .guide import Guide, bitmask_size, bitmask_to_bool
@@ -71,7 +72,6 @@ _DONE = 4  # (_DONE,): only EOS may follow
 FINISHED: State = frozenset({(-1,)})
 
 _THEN = ("eos", "text", "loop")
-_MASK_CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -318,7 +318,7 @@ class TriggeredGuide(GuideShell[State]):
                         f"trigger {a.decode()!r} contains trigger {b.decode()!r}, "
                         "which would always come first"
                     )
-        super().__init__(vocabulary, FINISHED, mask_cache_size=_MASK_CACHE_SIZE)
+        super().__init__(vocabulary, FINISHED, mask_cache_size=Limits.max_cached_masks)
         self.triggers: tuple[Trigger, ...] = tuple(listed)
         self.max_free_tokens = max_free_tokens
         self.require_trigger = require_trigger
@@ -338,7 +338,7 @@ class TriggeredGuide(GuideShell[State]):
             return _pack(spelled)
 
         self._text_bits = vocabulary.shared(("trigger-text-bits", self.vocab_size), text_bits)
-        self._config_masks: BoundedCache[NDArray[np.int32]] = BoundedCache(_MASK_CACHE_SIZE)
+        self._config_masks: BoundedCache[NDArray[np.int32]] = BoundedCache(Limits.max_cached_masks)
         self._free_masks: dict[tuple[int, bool, int], NDArray[np.int32]] = {}
         #: The most calls one token can complete, plus one (see ``_representative``).
         self._reach = max((len(b) for b in vocabulary.token_bytes if b), default=0) + 1

@@ -97,14 +97,11 @@ def test_eight_threads_on_one_guide_agree_with_one_thread(vocabulary: constrain.
 
 
 def test_the_mask_cache_is_bounded_and_evicted_masks_come_back_the_same(
-    vocabulary: constrain.Vocabulary, monkeypatch: pytest.MonkeyPatch
+    vocabulary: constrain.Vocabulary,
 ) -> None:
     """A long walk visits a new DFA state per token (a counted repeat): the packed-mask cache keeps
     a bounded number, per-call guides share it, and a mask recomputed after eviction is the same."""
-    from constrain.regex import guide as regex_guide
-
-    monkeypatch.setattr(regex_guide, "_MASK_CACHE_SIZE", 8)
-    compiler = constrain.Compiler(vocabulary)
+    compiler = constrain.Compiler(vocabulary, limits=constrain.Limits(max_cached_masks=8))
     first, second = compiler.regex("[a-z]{0,300}"), compiler.regex("[a-z]{0,300}")
     token = next(i for i, piece in enumerate(vocabulary.token_bytes) if piece == b"a")
 

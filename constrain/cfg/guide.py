@@ -87,15 +87,17 @@ class CFGGuide(GuideShell[State]):
 
     Built by :func:`constrain.cfg.compile_grammar`. The guide holds compiled tables and
     caches only; sequences keep their own states, so one guide serves a whole batch.
-    ``mask_cache_size`` bounds the number of masks cached by exact state (packed int32).
+    ``mask_cache_size`` bounds the number of masks cached by exact state (packed int32);
+    None: the grammar's ``Limits.max_cached_masks``.
     """
 
     backend = "cfg"
 
     def __init__(
-        self, grammar: CompiledGrammar, vocabulary: Vocabulary, *, mask_cache_size: int = 4096
+        self, grammar: CompiledGrammar, vocabulary: Vocabulary, *, mask_cache_size: int | None = None
     ) -> None:
-        super().__init__(vocabulary, FINISHED, mask_cache_size=mask_cache_size)
+        size = grammar.limits.max_cached_masks if mask_cache_size is None else mask_cache_size
+        super().__init__(vocabulary, FINISHED, mask_cache_size=size)
         self.grammar = grammar
         self.source = grammar.text
         self.index = MaskIndex(self)

@@ -113,7 +113,7 @@ class MaskIndex(Shared):
         # the text sets): Limits.max_memo_entries bounds it, and a dropped depth is learnt again.
         self._sig_depth: BoundedCache[int] = BoundedCache(self.grammar.limits.max_memo_entries)
         self._sig_masks: "OrderedDict[tuple[object, ...], NDArray[np.uint8]]" = OrderedDict()
-        self.signature_cache_size = 8192
+        self.signature_cache_size = 2 * self.grammar.limits.max_cached_masks
         self._words = (guide.vocab_size + 31) // 32
 
     def allowed_packed(self, state: "State") -> NDArray[np.uint8]:

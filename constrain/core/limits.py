@@ -46,6 +46,10 @@ class Limits:
         whether it accepts the end; and how deep into the stack a mask looked). Each
         is a pure function of its key, so past this the oldest entries are dropped
         and recomputed, equal, when asked again: nothing raises.
+    ``max_cached_masks``
+        Packed masks a guide keeps by state (a 128k vocabulary's mask is 16 KB), the most
+        recently stored first; a grammar guide also keeps twice as many by stack
+        signature. An evicted mask is computed again, equal: nothing raises.
     ``max_interned_stacks``
         Grammar guides only: distinct parser stacks a guide has met. A state names
         its stack by id, so stacks are kept for the guide's life, not evicted; the
@@ -57,9 +61,8 @@ class Limits:
     by ``max_index_entries``; a grammar's lexer states by ``max_dfa_states``, its
     vocabulary walks by ``max_index_entries``, its parser memos by
     ``max_memo_entries``, its stack store by ``max_interned_stacks`` (and each
-    stack's depth by ``max_parser_stack``). The packed masks a guide keeps (by state,
-    and a grammar guide's by stack signature) have sizes of their own (the guide's
-    ``mask_cache_size``; 8192), as a mask's memory is the vocabulary's, not the text's.
+    stack's depth by ``max_parser_stack``); the packed masks every guide keeps by
+    ``max_cached_masks``.
     """
 
     max_nfa_states: int = 2_000_000
@@ -69,6 +72,7 @@ class Limits:
     max_parser_stack: int = 10_000
     max_schema_depth: int = 100
     max_memo_entries: int = 200_000
+    max_cached_masks: int = 4096
     max_interned_stacks: int = 1_000_000
 
     def __post_init__(self) -> None:

@@ -22,9 +22,6 @@ from .tree import Node, render
 
 __all__ = ["RegexGuide", "FINISHED"]
 
-#: Packed masks a regex guide keeps (6 KB each at 49k tokens, 16 KB at 128k: 24 or 64 MB in all).
-_MASK_CACHE_SIZE = 4096
-
 #: The state after EOS: final, and only EOS is allowed (padding for finished batch rows).
 FINISHED = -2
 
@@ -40,7 +37,7 @@ class RegexGuide(GuideShell[int]):
 
     def __init__(self, index: TokenIndex, source: str, tree: Node) -> None:
         # A cache per state of up to ``max_dfa_states`` states would hold gigabytes on a 128k vocabulary.
-        super().__init__(index.vocabulary, FINISHED, mask_cache_size=_MASK_CACHE_SIZE)
+        super().__init__(index.vocabulary, FINISHED, mask_cache_size=index.dfa.limits.max_cached_masks)
         self.index = index
         self.source = source
         self.tree = tree
