@@ -550,3 +550,23 @@ def _may_be_refused(text: str, bounds: dict) -> bool:
     "1e-400" under maximum 0), and a negative exponent under a strict bound (it may read as 0 itself)."""
     reads_as_zero = float(text) == 0 and not re.fullmatch(r"0(\.0+)?([eE][+-]?[0-9]+)?", text)
     return reads_as_zero or ("exclusive" in str(bounds) and "e-" in text.lower())
+
+
+@pytest.mark.parametrize("schema, texts", [
+    ({"type": "array", "contains": {"enum": [0.5]}, "minContains": 0, "maxContains": 1},
+     ["[0]", "[0, 0.5]", "[0.5, 0]", "[0.5, 0.5]", "[5e-1, 0.50]", "[1.25]", "[]"]),
+    ({"not": {"enum": [0.5, -1.25]}}, ["0.5", "0.50", "5e-1", "-1.25", "-1.250", "0.6", "0", "1.25", "0.05"]),
+])  # fmt: skip
+def test_a_decimal_constant_is_subtracted_by_its_own_spellings(schema: dict, texts: list[str]) -> None:
+    """A decimal constant under a subtraction stood for every number (its superset was NUMBER), so
+    contains {enum: [0.5]} counted a 0 as a match and refused [0] (found by a 300-example fuzz run).
+    Its superset is now its own spelling with trailing zeros, plus exponents and long texts."""
+    tree = schema_walk(schema, SchemaOptions(strict_properties=False)).tree
+    dfa = LazyDFA(ByteNFA(tree, Limits()))
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in texts:
+        valid = validator.is_valid(json.loads(text))
+        matched = dfa.matches(text.encode())
+        assert not matched or valid, f"{text} let through"
+        if "e" not in text:  # exponent spellings of the constant stay in its superset: refused
+            assert matched or not valid, f"{text} refused"

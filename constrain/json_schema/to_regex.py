@@ -1653,9 +1653,19 @@ def _is_number(value: Any) -> bool:
 
 
 def _number_spellings(value: Any) -> Node:
-    """Every spelling of a number constant (a superset): trailing zeros, exponents, long texts."""
+    """Every spelling of a number constant (a superset): trailing zeros, exponents, long texts.
+
+    A decimal of at most 15 significant digits reads back as the one double nearest it, and
+    two such decimals never share one, so a spelling of ``0.5`` without an exponent and under
+    16 characters is ``0.5`` with trailing zeros: only exponents and long texts (which may
+    round onto it) need the loose forms. Before, any decimal constant stood for every number,
+    so ``contains: {enum: [0.5]}`` counted a 0 as a match.
+    """
     if isinstance(value, float) and not value.is_integer():
-        return _fragment(NUMBER)  # decimals that round to this float are too many to list
+        text = repr(value)
+        if "e" in text or len(text.lstrip("-").replace(".", "").lstrip("0")) > 15:
+            return _fragment(NUMBER)  # its shortest spelling is already a loose one
+        return alt(_fragment(re.escape(text) + "0*"), _fragment(_LOOSE_NUMBER))
     digits = str(int(value))
     sign = "-?" if digits == "0" else ""
     return alt(_fragment(sign + re.escape(digits) + r"(?:\.0+)?"), _fragment(_LOOSE_NUMBER))
