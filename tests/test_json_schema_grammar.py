@@ -187,15 +187,7 @@ def test_recursive_objects_take_members_in_any_order_with_the_spec_semantics(
 ) -> None:
     """Members of an object around a recursive reference come in any order (a list of members with
     rules tracking the required ones); counted objects without a reference are regex terminals."""
-    guide = compiler.json_schema(schema, strict_properties=False)
-    assert guide.backend == "cfg"
-    for instance in valid:
-        jsonschema.validate(instance, schema)
-        assert accepts(guide, tokenize_continuation(tokenizer, json.dumps(instance))), instance
-    for text in invalid:
-        with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(json.loads(text), schema)
-        assert not accepts(guide, tokenize_continuation(tokenizer, text)), text
+    _takes_exactly(compiler.json_schema(schema, strict_properties=False), tokenizer, schema, valid, invalid)
     closed = _closed(schema)  # random walks in open objects wander off in long keys
     guide = compiler.json_schema(closed, strict_properties=False)
     rng = random.Random(11)
@@ -206,6 +198,18 @@ def test_recursive_objects_take_members_in_any_order_with_the_spec_semantics(
             finished += 1
             jsonschema.validate(json.loads(token_text(compiler.vocabulary, ids)), closed)  # repeats parse to the last
     assert finished
+
+
+def _takes_exactly(guide: "constrain.CFGGuide", tokenizer: object, schema: dict, valid: list, invalid: list) -> None:
+    """A grammar guide that takes ``valid`` and refuses ``invalid``, both as jsonschema judges them."""
+    assert guide.backend == "cfg"
+    for instance in valid:
+        jsonschema.validate(instance, schema)
+        assert accepts(guide, tokenize_continuation(tokenizer, json.dumps(instance))), instance
+    for text in invalid:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(json.loads(text), schema)
+        assert not accepts(guide, tokenize_continuation(tokenizer, text)), text
 
 
 def _closed(schema: object) -> object:
@@ -254,14 +258,7 @@ def _judged_as_jsonschema_judges(tokenizer: object, schema: dict, valid: list, i
     jsonschema says), and whose random walks jsonschema accepts."""
     compiler = constrain.Compiler(tokenizer)
     guide = compiler.json_schema(schema, strict_properties=False)
-    assert guide.backend == "cfg"
-    for instance in valid:
-        jsonschema.validate(instance, schema)
-        assert accepts(guide, tokenize_continuation(tokenizer, json.dumps(instance))), instance
-    for text in invalid:
-        with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(json.loads(text), schema)
-        assert not accepts(guide, tokenize_continuation(tokenizer, text)), text
+    _takes_exactly(guide, tokenizer, schema, valid, invalid)
     texts = finished_walks(guide, compiler.vocabulary, random.Random(seed), count=12, max_tokens=200)
     assert texts
     for text in texts:
