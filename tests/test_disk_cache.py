@@ -10,6 +10,7 @@ the JSON grammar on the CFG backend).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import random
@@ -87,18 +88,21 @@ def _stored(vocabulary: constrain.Vocabulary, directory: Path, name: str) -> Pat
     return path
 
 
-def _rewrite(path: Path, change: Callable[[dict[str, Any], dict[str, Any]], None]) -> None:
-    """Change a file's header and JSON structure, then write it back *with a valid checksum*:
+def _rewrite(
+    path: Path, change: Callable[[dict[str, Any], dict[str, Any]], None],
+    change_arrays: Callable[[bytes], bytes] = lambda npz: npz,
+) -> None:
+    """Change a file's header, JSON structure and arrays, then write it back *with a valid checksum*:
     what stops such a file is the reader's checks, not the checksum (anyone can compute one)."""
     data = path.read_bytes()
     end = data.index(b"\n")
     header = json.loads(data[:end])
     payload = data[end + 1:]
     structure = json.loads(payload[: header["json_size"]])
-    arrays = payload[header["json_size"]:]
+    arrays = change_arrays(payload[header["json_size"]:])
     change(header, structure)
     text = json.dumps(structure).encode("utf-8")
-    header.update(json_size=len(text), sha256=hashlib.sha256(text + arrays).hexdigest())
+    header.update(json_size=len(text), npz_size=len(arrays), sha256=hashlib.sha256(text + arrays).hexdigest())
     path.write_bytes(json.dumps(header).encode("utf-8") + b"\n" + text + arrays)
 
 
@@ -242,6 +246,15 @@ def _not_a_permutation(path: Path) -> None:
     _rewrite(path, lambda header, structure: structure.update(order=[0] * len(structure["order"])))
 
 
+def _compressed(npz: bytes) -> bytes:
+    """The same arrays, deflated: how a few kilobytes could stand for gigabytes once read."""
+    with np.load(io.BytesIO(npz), allow_pickle=False) as arrays:
+        loaded = {name: arrays[name] for name in arrays.files}
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **loaded)
+    return buffer.getvalue()
+
+
 def _reference_past_the_end(path: Path) -> None:
     def change(header: dict[str, Any], structure: dict[str, Any]) -> None:
         structure["root"] = ["r", len(structure["entries"]) + 5]
@@ -261,6 +274,7 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     "another key": _version("key", "0" * 64),
     "fill order": _not_a_permutation,
     "dangling reference": _reference_past_the_end,
+    "compressed arrays": lambda path: _rewrite(path, lambda header, structure: None, _compressed),
 }
 
 

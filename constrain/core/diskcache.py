@@ -310,6 +310,8 @@ class _Decoder:
         self.entries: list[Any] = structure["entries"]
         self.root = structure.get("root")
         self.arrays = arrays
+        #: Each array read once: a file naming one array in many entries gets one copy, not many.
+        self._loaded: dict[str, Any] = {}
         order = structure.get("order")
         if (not isinstance(order, list) or not all(type(at) is int for at in order)
                 or sorted(order) != list(range(len(self.entries)))):  # fmt: skip
@@ -340,7 +342,9 @@ class _Decoder:
         if kind in ("array", "scalar"):
             if not isinstance(entry[1], str) or entry[1] not in self.arrays.files:
                 raise Corrupt("an array entry names no array")
-            array = self.arrays[entry[1]]
+            array = self._loaded.get(entry[1])
+            if array is None:
+                array = self._loaded[entry[1]] = self.arrays[entry[1]]
             return array if kind == "array" else array[()]
         if kind == "obj" and len(entry) == 3:
             cls = self.names.get(entry[1]) if isinstance(entry[1], str) else None
@@ -442,6 +446,18 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _check_stored(npz: bytes) -> None:
+    """Refuse an archive whose members are compressed (the writer never compresses them): a few
+    kilobytes of deflated zeros would expand to gigabytes when read. Stored members take at most
+    the file's own size, so reading one costs no more memory than the file."""
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(npz)) as archive:
+        for member in archive.infolist():
+            if member.compress_type != zipfile.ZIP_STORED or member.file_size > len(npz):
+                raise Corrupt(f"the archive member {member.filename!r} is compressed")
 
 
 def _library_versions() -> list[str]:
@@ -554,6 +570,7 @@ class DiskCache:
         if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
             raise Corrupt("checksum mismatch")
         structure = json.loads(payload[:json_size])
+        _check_stored(payload[json_size:])
         with np.load(io.BytesIO(payload[json_size:]), allow_pickle=False) as arrays:
             guide = _Decoder(self.vocabulary, names, structure, arrays).decode()
         if not isinstance(guide, GuideShell):
