@@ -45,15 +45,20 @@ OPENAI_TOOLS = [
 ]
 
 
-@pytest.fixture(scope="session", params=FAMILIES)
-def setup(request: pytest.FixtureRequest, tokenizers: dict[str, Any],
-          compilers: dict[str, constrain.Compiler]) -> tuple[str, Any, constrain.Compiler]:  # fmt: skip
-    name: str = request.param
+def _family(name: str, tokenizers: dict[str, Any],
+            compilers: dict[str, constrain.Compiler]) -> tuple[str, Any, constrain.Compiler]:  # fmt: skip
+    """One family's tokenizer and compiler, loaded once per session."""
     if name not in tokenizers:
         tokenizers[name] = load_offline_tokenizer(name)
     if name not in compilers:
         compilers[name] = constrain.Compiler(tokenizers[name])
     return name, tokenizers[name], compilers[name]
+
+
+@pytest.fixture(scope="session", params=FAMILIES)
+def setup(request: pytest.FixtureRequest, tokenizers: dict[str, Any],
+          compilers: dict[str, constrain.Compiler]) -> tuple[str, Any, constrain.Compiler]:  # fmt: skip
+    return _family(request.param, tokenizers, compilers)
 
 
 @pytest.fixture(scope="session")
@@ -599,18 +604,13 @@ def forced_by_bytes(guide: TriggeredGuide, state: Any, limit: int = 256) -> byte
     return bytes(out)
 
 
-@pytest.fixture(scope="session", params=["smollm2", "mistral"])
+@pytest.fixture(scope="session", params=[name for name in ("smollm2", "mistral") if name in FAMILIES])
 def two_families(
     request: pytest.FixtureRequest, tokenizers: dict[str, Any], compilers: dict[str, constrain.Compiler]
 ) -> tuple[str, Any, constrain.Compiler]:
     """A byte-level BPE and a SentencePiece with byte fallback (the 128k vocabulary is left out: the
     brute-force oracle feeds 256 bytes per forced byte)."""
-    name: str = request.param
-    if name not in tokenizers:
-        tokenizers[name] = load_offline_tokenizer(name)
-    if name not in compilers:
-        compilers[name] = constrain.Compiler(tokenizers[name])
-    return name, tokenizers[name], compilers[name]
+    return _family(request.param, tokenizers, compilers)
 
 
 @pytest.mark.slow
