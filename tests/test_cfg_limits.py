@@ -176,6 +176,7 @@ def test_compiler_passes_limits(smollm2_compiler: constrain.Compiler) -> None:
     assert tree.backend == "cfg" and tree.grammar.limits == compiler.limits
 
 
+@pytest.mark.slow  # SQL compiles in seconds
 def test_compiler_sql_under_defaults(smollm2_compiler: constrain.Compiler) -> None:
     guide = smollm2_compiler.sql({"orders": ["id", "total"]})
     assert guide.grammar.limits == smollm2_compiler.limits

@@ -96,6 +96,7 @@ def test_queries_parse_with_lark_and_sqlglot() -> None:
         sqlglot_parses(query)
 
 
+@pytest.mark.slow  # the fast tier keeps test_schema_guide_accepts_and_rejects
 def test_queries_are_accepted_token_by_token(compiler: constrain.Compiler, tokenizer: object) -> None:
     guide = guide_for(compiler)
     for query in QUERIES:

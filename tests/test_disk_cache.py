@@ -279,7 +279,7 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
-@pytest.mark.parametrize("name", ["schema", "recursive schema"])
+@pytest.mark.parametrize("name", ["schema", pytest.param("recursive schema", marks=pytest.mark.slow)])
 def test_a_damaged_or_foreign_file_is_a_miss_and_the_guide_is_compiled(
     vocabulary: constrain.Vocabulary, references: dict[str, Any], tmp_path: Path, name: str, damage: str,
     monkeypatch: pytest.MonkeyPatch,

@@ -63,6 +63,7 @@ def test_cli_reports_unsupported_keyword(tmp_path: Path, capsys: pytest.CaptureF
     assert "uniqueItems" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # the fast tier keeps test_cli_explains_a_grammar
 def test_cli_takes_a_gbnf_grammar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     grammar = tmp_path / "answer.gbnf"
     grammar.write_text('root ::= ("yes" | "no") "."  # a regular grammar: the regex backend\n')

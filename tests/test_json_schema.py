@@ -265,8 +265,10 @@ def test_keywords_beside_a_ref_count_from_draft_2019_on(draft: str | None) -> No
     assert (("type", "#/properties/s/type") in walk.ignored) == old
 
 
-@pytest.mark.parametrize("draft", ["http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-06/schema#",
-                                   "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema"])  # fmt: skip
+@pytest.mark.parametrize("draft", ["http://json-schema.org/draft-04/schema#"] + [  # the fast tier: draft 4 only
+    pytest.param(draft, marks=pytest.mark.slow) for draft in ("http://json-schema.org/draft-06/schema#",
+                                                              "http://json-schema.org/draft-07/schema#",
+                                                              "https://json-schema.org/draft/2020-12/schema")])  # fmt: skip
 def test_keywords_a_draft_does_not_define_are_annotations_there(draft: str) -> None:
     """A draft-04 validator ignores const and if (drafts 6 and 7 added them): so does the walker,
     down to the facts that prove oneOf branches disjoint (two consts are no proof in draft 4)."""
@@ -384,7 +386,7 @@ CONTRADICTIONS = [  # issue #13: each accepted a value that breaks one of its bo
 ]
 
 
-@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize("strict", [pytest.param(True, marks=pytest.mark.slow), False])  # fast tier: spec mode
 @pytest.mark.parametrize("schema", CONTRADICTIONS, ids=range(len(CONTRADICTIONS)))
 def test_contradictory_bounds_are_an_empty_language(smollm2: object, schema: dict, strict: bool) -> None:
     """Nothing satisfies them: a compile-time EmptyLanguageError, not a guide that drops one bound."""

@@ -60,7 +60,7 @@ def _nodes(node: object) -> list[object]:
     return out
 
 
-@pytest.mark.parametrize("strict", [False, True], ids=["spec", "strict"])
+@pytest.mark.parametrize("strict", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["spec", "strict"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_presence_conditions_match_jsonschema(smollm2: object, name: str, strict: bool) -> None:
     schema = CASES[name]
