@@ -30,7 +30,7 @@ import numpy as np
 from decimal import Decimal
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Iterator, NoReturn
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 from urllib.parse import urldefrag
 
 from ..errors import (
@@ -45,6 +45,7 @@ from ..regex.tree import (
     EMPTY, NOTHING, CharSet, Difference, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat, RuleRef, Tick, alt, literal, optional,
     render, seq,
 )  # fmt: skip
+from .presence import IN, OUT, Presence, read as read_condition
 from .refs import References, UnresolvedReference
 from .patterns import (
     BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR, ZERO_BOUNDED, decimal_bound, integer_range,
@@ -458,15 +459,15 @@ class _Walker:
             return self.ref(schema, pointer)
         if "allOf" in schema:
             merged, apart = self.merge_all_of(schema, pointer)
+            presence = self.presence(merged, pointer, [b for _, b in apart]) if apart and not self.over else None
+            if presence is not None:  # the branches that stayed apart are conditions on members
+                return self.with_presence(merged, presence, pointer)
             side = self.unordered() if apart else self
             nodes = [self.node(merged, pointer)] + [side.node(b, f"{pointer}/allOf/{i}") for i, b in apart]
             return NOTHING if NOTHING in nodes else nodes[0] if len(nodes) == 1 else Intersect(tuple(nodes))
         presence = None if self.over else self.presence(schema, pointer)
         if presence is not None:  # which members are there, as the object's own bits, not a product
-            for keyword in ("anyOf", "oneOf", "not"):
-                schema.pop(keyword, None)
-            schema[_PRESENCE] = presence
-            return self.typed_union(schema, pointer)
+            return self.with_presence(schema, presence, pointer)
         for keyword in ("anyOf", "oneOf"):
             if keyword in schema:
                 return self.any_of(schema, keyword, pointer)
@@ -766,36 +767,38 @@ class _Walker:
             excluded.append(Difference(holding, (self.unordered().node(sub, where),)))
         return Difference(rest, tuple(excluded)) if excluded else rest
 
-    def presence(self, schema: dict[str, Any], pointer: str) -> "_Presence | None":
-        """``anyOf``/``oneOf``/``not`` beside an object's ``properties`` that only say which members
-        are there (``required`` under any nesting of those keywords), as a truth table.
+    def presence(self, schema: dict[str, Any], pointer: str, apart: Sequence[Any] = ()) -> Presence | None:
+        """``anyOf``/``oneOf``/``not``/``if`` beside an object's ``properties`` (and ``allOf``
+        branches kept ``apart`` from the merge) that only say which members are there and of
+        which class their values are, as a truth table (see :mod:`.presence`).
 
         ``oneOf: [{required: [image]}, {required: [build]}]`` says "exactly one of the two":
         a difference of whole object languages (a product searched on every first visit),
         though all it reads is two of the member set's seen bits. Here the object's member
         set checks the table (``MemberSet.condition``). Only where that is exact and small:
-        every name a declared property (or no other member allowed), at most
-        ``_MAX_PRESENCE_NAMES`` names and ``_MAX_PRESENCE_ROWS`` rows that hold (each member
-        choice checks the rows), no other keyword the branches would need. None otherwise:
-        the general way.
+        every name a declared property (or no other member allowed), the bounds of
+        :mod:`.presence`, no other keyword the branches would need. None otherwise: the
+        general way.
         """
-        keys = [k for k in ("anyOf", "oneOf", "not") if k in schema]
+        keys = [k for k in _CONDITION_KEYS if k in schema]
         rest = set(schema) - set(keys)
-        if not keys or rest - _PRESENCE_SIBLINGS or not isinstance(schema.get("properties"), dict):
+        if not (keys or apart) or rest - _PRESENCE_SIBLINGS or not isinstance(schema.get("properties"), dict):
             return None
         if "required" in rest and not isinstance(schema["required"], list):
             return None
-        names: list[str] = []
-        whole = {k: schema[k] for k in keys}
-        if not _presence_names(whole, names, 0) or not names or len(names) > _MAX_PRESENCE_NAMES:
-            return None
-        if schema.get("additionalProperties", True) is not False and not set(names) <= set(schema["properties"]):
-            return None  # an undeclared name could come as an extra member: its bit is not tracked
-        table = frozenset(m for m in range(1 << len(names))
-                          if _presence_holds(whole, {n for i, n in enumerate(names) if m >> i & 1}))  # fmt: skip
-        if len(table) > _MAX_PRESENCE_ROWS:
-            return None
-        return _Presence(tuple(names), table)
+        whole = {"allOf": [{k: schema[k] for k in keys}, *apart]}
+        texts: dict[str, str] = {}
+        classes: dict[str, Any] = {}
+        formula = read_condition(whole, _ASSERTIONS, texts, classes)
+        table = None if formula is None else Presence.of(formula, classes)
+        return table  # (type_object tracks a name the object does not declare as a member of its own)
+
+    def with_presence(self, schema: dict[str, Any], presence: Presence, pointer: str) -> Node:
+        """``schema`` without its condition keywords, the condition handed to its object type."""
+        for keyword in _CONDITION_KEYS:
+            schema.pop(keyword, None)
+        schema[_PRESENCE] = presence
+        return self.typed_union(schema, pointer)
 
     def any_of(self, schema: dict[str, Any], keyword: str, pointer: str) -> Node:
         branches = schema.pop(keyword)
@@ -984,8 +987,8 @@ class _Walker:
         for t in dict.fromkeys(types):
             own = dict(schema)
             if presence is not None and t != "object":
-                if (1 << len(presence.names)) - 1 not in presence.table:
-                    continue  # `required` holds for every non-object: the condition at "all present"
+                if not presence.others:
+                    continue  # `required` and `properties` hold for every non-object: does the condition?
             elif presence is not None:
                 own[_PRESENCE] = presence
             option = getattr(self, f"type_{t}")(own, pointer)
@@ -1293,7 +1296,7 @@ class _Walker:
             raise SchemaError(f"required at {pointer} must be a list of strings")
         low = _count(schema.pop("minProperties", 0), "minProperties", pointer)
         high = _count(schema.pop("maxProperties", None), "maxProperties", pointer)
-        presence: _Presence | None = schema.pop(_PRESENCE, None)
+        presence: Presence | None = schema.pop(_PRESENCE, None)
         dependent = schema.pop("dependentRequired", {})
         if not isinstance(dependent, dict) or not all(
             isinstance(v, list) and all(isinstance(n, str) for n in v) for v in dependent.values()
@@ -1309,37 +1312,53 @@ class _Walker:
         names_node = None if names_schema is True else self.node(names_schema, f"{pointer}/propertyNames")
         names_check = None if names_node is None else LazyDFA(ByteNFA(names_node, self.limits))
 
+        def matching(name: str) -> list[Any]:
+            spelled = json.dumps(name, ensure_ascii=False)
+            return [sub for (content, sub, _) in keys if content[1].matches(spelled[1:-1].encode())]
+
         def value_schema(name: str) -> Any:
             """A named member's schema: its property's and every matching pattern's, else additionalProperties."""
-            spelled = json.dumps(name, ensure_ascii=False)
-            matching = [sub for (content, sub, _) in keys if content[1].matches(spelled[1:-1].encode())]
+            matching_patterns = matching(name)
             if name in properties:
-                return _conjoin_all([properties[name], *matching])
-            if matching:
-                return _conjoin_all(matching)
+                return _conjoin_all([properties[name], *matching_patterns])
+            if matching_patterns:
+                return _conjoin_all(matching_patterns)
             return False if additional is False else True if additional is None else additional
 
-        members = []
+        # (member, required, name, kind): kind None, or for a name whose value the presence
+        # condition reads by class, IN or OUT (two items with one key; the rows keep them apart)
+        members: list[tuple[Node, bool, str, str | None]] = []
         # every name dependentRequired mentions is a tracked member (an extra sets no bit)
         for name in [*dependent, *(n for names in dependent.values() for n in names)]:
             properties.setdefault(name, value_schema(name))
+        for name in presence.names if presence is not None else ():  # a condition's names: tracked too,
+            if name not in properties and (additional not in (None, False) or matching(name)):  # where allowed
+                properties[name] = value_schema(name)
         for name in list(dict.fromkeys([*properties, *required])):
             if names_check is not None and not names_check.matches(json.dumps(name, ensure_ascii=False).encode()):
                 if name in required:
                     return NOTHING  # a required key that propertyNames forbids
                 continue
             where = f"{pointer}/properties/{_escape_pointer(name)}"
-            value = self.node(value_schema(name), where)
-            if value == NOTHING:
-                if name in required:
-                    return NOTHING
-                continue
-            members.append((seq(literal(json.dumps(name, ensure_ascii=False)), self.colon, value), name in required, name))
+            key = literal(json.dumps(name, ensure_ascii=False))
+            value_class = None if presence is None else presence.class_of(name)
+            kinds: list[tuple[str | None, Any]]
+            if value_class is None:
+                kinds = [(None, value_schema(name))]
+            else:
+                inside, outside = _class_split(value_class)
+                kinds = [(IN, {"allOf": [value_schema(name), inside]}), (OUT, {"allOf": [value_schema(name), outside]})]
+            values = [(kind, self.node(sub, where)) for kind, sub in kinds]
+            values = [(kind, value) for kind, value in values if value != NOTHING]
+            if not values and name in required:
+                return NOTHING
+            for kind, value in values:
+                members.append((seq(key, self.colon, value), name in required and kind is None, name, kind))
         declared = list(dict.fromkeys([*properties, *required]))
         extra = self.extra_members(declared, keys, additional, names_node, pointer)
         if not (self.any_order or counted):
-            return self.wrap("{", Members(tuple((m, r) for m, r, _ in members), self.sep, extra), "}")
-        present = {name for _, _, name in members}
+            return self.wrap("{", Members(tuple((m, r) for m, r, _, _ in members), self.sep, extra), "}")
+        present = {name for _, _, name, _ in members}
         for name, needs in _fixpoint_drops(dependent, present):  # members that need an impossible one
             if name in required:
                 return NOTHING
@@ -1359,20 +1378,20 @@ class _Walker:
             # two objects that share an optional member made LALR reduce/reduce collisions.
             tracked = set(required) | set(dependent) | {n for names in dependent.values() for n in names}
             tracked |= set(presence.names) if presence is not None else set()
-            free = [m for m, _, name in members if name not in tracked]
+            free = [m for m, _, name, _ in members if name not in tracked]
             if free:
                 extra = alt(*free, *([extra] if extra is not None else []))
                 members = [m for m in members if m[2] in tracked]
-        index = {name: i for i, (_, _, name) in enumerate(members)}
+        index = {name: i for i, (_, _, name, kind) in enumerate(members) if kind is None}
         dependencies = [(name, needs) for name, needs in dependent.items() if name in index]
-        required_bits = sum(1 << i for i, (_, r, _) in enumerate(members) if r)
-        condition = () if presence is None else presence.clauses(index, required_bits, high)
+        condition = () if presence is None else presence.clauses(
+            {(name, kind): i for i, (_, _, name, kind) in enumerate(members)}, set(required), high)
         if presence is not None and not condition:
             return NOTHING  # no way to have the members the condition asks for
         body = MemberSet(
-            tuple(m for m, _, _ in members), tuple(i for i, (_, r, _) in enumerate(members) if r), self.sep, extra,
+            tuple(m for m, _, _, _ in members), tuple(i for i, (_, r, _, _) in enumerate(members) if r), self.sep, extra,
             low, high, tuple((index[n], tuple(index[x] for x in needs)) for n, needs in dependencies),
-            repeats=self.repeated_keys([name for _, _, name in members]), condition=condition,
+            repeats=self.repeated_keys([name for _, _, name, _ in members]), condition=condition,
         )  # any order: a counted object tracks its members anyway, so order would only refuse values
         return self.wrap("{", body, "}")
 
@@ -1540,83 +1559,30 @@ def _merge(merged: dict[str, Any], branch: dict[str, Any]) -> dict[str, Any]:
 
 
 # Keywords that apply to one type only: for a value of another type they are vacuous.
-#: The internal key that carries a :class:`_Presence` from ``schema_node`` to ``type_object``
-#: (never a user's: ``constraints`` keeps only the specification's keywords).
+#: The internal key that carries a :class:`~.presence.Presence` from ``schema_node`` to
+#: ``type_object`` (never a user's: ``constraints`` keeps only the specification's keywords).
 _PRESENCE = "$constrain:presence"
-#: A condition reads at most this many names (its table is built over every subset of them) and
-#: holds on at most this many rows: "exactly one of 9 keys" (MaskBench o38403) is 9 rows, where
-#: as a difference of 9 object automata it ran into max_dfa_states after 28 s.
-_MAX_PRESENCE_NAMES = 12
-_MAX_PRESENCE_ROWS = 256
+#: The keywords a presence condition is read from, beside ``allOf`` branches.
+_CONDITION_KEYS = ("anyOf", "oneOf", "not", "if", "then", "else")
 #: Keywords beside a presence condition that leave it exact (``_Walker.presence``).
 _PRESENCE_SIBLINGS = frozenset({"type", "properties", "required", "additionalProperties", "maxProperties"})
 
 
-@dataclass(frozen=True)
-class _Presence:
-    """A condition on which of ``names`` an object holds: the bit masks (bit i: ``names[i]``
-    present) for which it holds. ``required`` holds for every non-object, so the all-ones
-    mask also says whether other types pass."""
-
-    names: tuple[str, ...]
-    table: frozenset[int]
-
-    def clauses(self, index: dict[str, int], required: int, high: int | None) -> tuple[tuple[int, int], ...]:
-        """The table over member-set item bits: ``(present, absent)`` per row that the object's
-        own required members and ``maxProperties`` leave possible (a name with no item is absent)."""
-        out = []
-        for mask in sorted(self.table):
-            present = absent = 0
-            possible = True
-            for i, name in enumerate(self.names):
-                if mask >> i & 1:
-                    if name not in index:
-                        possible = False
-                        break
-                    present |= 1 << index[name]
-                elif name in index:
-                    absent |= 1 << index[name]
-            if possible and not absent & required and (high is None or bin(present | required).count("1") <= high):
-                out.append((present, absent))
-        return tuple(out)
-
-
-def _presence_names(schema: Any, names: list[str], depth: int) -> bool:
-    """Collect the member names a presence-only schema reads; False where it reads anything else."""
-    if isinstance(schema, bool):
-        return True
-    if not isinstance(schema, dict) or depth > 8:
-        return False
-    for key, value in schema.items():
-        if key == "required":
-            if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
-                return False
-            names.extend(n for n in value if n not in names)
-        elif key == "not":
-            if not _presence_names(value, names, depth + 1):
-                return False
-        elif key in ("anyOf", "oneOf", "allOf"):
-            if not isinstance(value, list) or not value or not all(_presence_names(v, names, depth + 1) for v in value):
-                return False
-        elif key in _ASSERTIONS:
-            return False  # it constrains something else than which members are there
-    return True
-
-
-def _presence_holds(schema: Any, present: set[str]) -> bool:
-    """Whether an object holding exactly the members ``present`` (of the names read) satisfies it."""
-    if isinstance(schema, bool):
-        return schema
-    holds = all(n in present for n in schema.get("required", []))
-    if "not" in schema:
-        holds = holds and not _presence_holds(schema["not"], present)
-    if "anyOf" in schema:
-        holds = holds and any(_presence_holds(b, present) for b in schema["anyOf"])
-    if "oneOf" in schema:
-        holds = holds and sum(_presence_holds(b, present) for b in schema["oneOf"]) == 1
-    if "allOf" in schema:
-        holds = holds and all(_presence_holds(b, present) for b in schema["allOf"])
-    return holds
+def _class_split(value_class: Any) -> tuple[Any, Any]:
+    """A value class and its complement, as schemas. A class that only names types (``const:
+    null`` is ``type: null``) has the other types as its complement, which merges with the
+    member's own schema; ``not`` would stand beside that schema's own conditions and send the
+    member the general way (a product), where the complement keeps it to bits."""
+    if isinstance(value_class, dict) and set(value_class) <= {"const", "enum", "type"}:
+        if value_class in ({"const": None}, {"enum": [None]}):
+            value_class = {"type": "null"}
+        types = value_class.get("type")
+        types = [types] if isinstance(types, str) else types
+        if (set(value_class) == {"type"} and isinstance(types, list) and set(types) <= set(_TYPES)
+                and not ("integer" in types and "number" not in types)):  # (no type is "non-integer number")
+            others = [t for t in _TYPES if t not in types and not (t == "integer" and "number" in types)]
+            return value_class, {"type": others} if others else False
+    return value_class, {"not": value_class}
 
 
 _TYPE_KEYWORDS = frozenset({
