@@ -554,6 +554,46 @@ def _may_be_refused(text: str, bounds: dict) -> bool:
     return reads_as_zero or ("exclusive" in str(bounds) and "e-" in text.lower())
 
 
+def _near(bound: float, rng: random.Random) -> list[str]:
+    """Decimals a hair from ``bound`` on both sides (15 to 330 digits: json.loads rounds the long
+    ones onto it), and short random ones around it."""
+    out = []
+    for whole in {int(abs(bound)), max(int(abs(bound)) - 1, 0), int(abs(bound)) + 1}:
+        for places in (14, 15, 16, 17, 20, 330):
+            for fraction in ("9" * places, "0" * (places - 1) + "1", "4" + "9" * places, "5" + "0" * places + "1"):
+                out += [f"{whole}.{fraction}", f"-{whole}.{fraction}"]
+    return out + [repr(round(rng.uniform(bound - 3, bound + 3), rng.randint(0, 6))) for _ in range(60)]
+
+
+@pytest.mark.parametrize("bounds", [
+    {"exclusiveMinimum": 5}, {"exclusiveMaximum": 5}, {"exclusiveMinimum": -5, "maximum": 8},
+    {"minimum": -9, "exclusiveMaximum": -1}, {"exclusiveMinimum": 7, "exclusiveMaximum": 8},
+    {"exclusiveMinimum": 0, "maximum": 3}, {"exclusiveMaximum": 4.5}, {"exclusiveMinimum": 0.1, "maximum": 2.5},
+    {"exclusiveMinimum": 0}, {"exclusiveMaximum": 2**53}, {"exclusiveMinimum": 1e-10, "maximum": 1},
+])  # fmt: skip
+def test_strict_bounds_keep_out_what_json_loads_rounds_onto_them(bounds: dict) -> None:
+    """json.loads reads 4.99999999999999999999 as 5.0, so under exclusiveMaximum 5 it is invalid,
+    though below 5 as a decimal (and "0.(330 zeros)1" reads as 0.0 under exclusiveMinimum 0).
+    Long spellings next to a strict bound are judged by what they read as, never let through;
+    every spelling of 14 or fewer fraction digits gets the validator's verdict."""
+    schema = {"type": "number", **bounds}
+    automaton = LazyDFA(ByteNFA(schema_walk(schema, SchemaOptions()).tree, Limits()))
+    validator = jsonschema.Draft202012Validator(schema)
+    rng = random.Random(8)
+    checked = 0
+    for bound in bounds.values():
+        for text in _near(bound, rng):
+            valid = validator.is_valid(json.loads(text))
+            matched = automaton.matches(text.encode())
+            assert not matched or valid, f"{text} let through"
+            short = "e" not in text and len(text.partition(".")[2]) <= 14 and abs(float(text)) < 2**52
+            assert matched or not valid or not short, f"{text} refused"
+            checked += valid and short
+        for whole in {int(abs(bound)), max(int(abs(bound)) - 1, 0)}:  # no JSON number ends in its dot
+            assert not automaton.matches(f"{whole}.".encode()) and not automaton.matches(f"-{whole}.".encode())
+    assert checked > 20 or max(map(abs, bounds.values())) >= 2**52  # (past 2**52: whole numbers only)
+
+
 @pytest.mark.parametrize("schema, texts", [
     ({"type": "array", "contains": {"enum": [0.5]}, "minContains": 0, "maxContains": 1},
      ["[0]", "[0, 0.5]", "[0.5, 0]", "[0.5, 0.5]", "[5e-1, 0.50]", "[1.25]", "[]"]),

@@ -214,3 +214,39 @@ def test_two_classes_for_one_name_keep_the_general_way() -> None:
               "anyOf": [{"properties": {"a": {"const": 1}}}, {"properties": {"a": {"const": 2}}}]}  # fmt: skip
     tree = schema_walk(schema, SchemaOptions(strict_properties=False)).tree
     assert not any(isinstance(n, MemberSet) and n.condition for n in _nodes(tree))
+
+
+@pytest.mark.parametrize("schema, texts", [
+    # draft 4 has no const: the class is any value, so `not` refuses every object
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "properties": {"a": {}},
+      "not": {"properties": {"a": {"const": None}}}}, ['{"a": 1}', "{}", '{"a": null}']),
+    # draft 6 has no if/then: inside a condition they are annotations
+    ({"$schema": "http://json-schema.org/draft-06/schema#", "type": "object", "properties": {"a": {}, "b": {}},
+      "not": {"anyOf": [{"required": ["a"], "if": {"required": ["b"]}, "then": False}]}}, ['{"a": 1, "b": 1}', '{"b": 1}']),
+    ({"$schema": "http://json-schema.org/draft-06/schema#", "type": "object", "properties": {"a": {}, "b": {}},
+      "anyOf": [{"required": ["a"], "if": {"required": ["b"]}, "then": False}]}, ['{"a": 1, "b": 1}', '{"b": 1}']),
+    # the item outside the class is empty (a boolean or 1 is never "not minimum 1" ... but "s" is)
+    ({"type": "object", "properties": {"b": {"type": "boolean"}, "c": {"enum": [1, "s"]}}, "additionalProperties": False,
+      "if": {"required": ["b"]}, "then": {"not": {"properties": {"c": {"minimum": 1}}}}},
+     ["{}", '{"c": 1}', '{"b": true}', '{"b": true, "c": "s"}', '{"b": true, "c": 1}']),
+])  # fmt: skip
+def test_review_cases_get_the_validators_verdict_and_never_dead_end(smollm2: object, schema: dict, texts: list[str]) -> None:
+    """Found by review of the value-class conditions: keywords a draft lacks were read inside a
+    condition, and an item whose language is empty was counted on (a walk stuck after a member)."""
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    guide = constrain.Compiler(smollm2).json_schema(schema, strict_properties=False)
+    for text in texts:
+        assert accepts(guide, tokenize_continuation(smollm2, text)) is validator.is_valid(json.loads(text)), text
+    _other_values_and_random_walks(smollm2, guide, validator, random.Random(6), max_tokens=40)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": {}, "d": {}}, "required": ["d"], "maxProperties": 1,
+     "anyOf": [{"required": ["a"]}]},
+    {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["d", "b"], "maxProperties": 1,
+     "not": {"properties": {"a": False}}},
+])  # fmt: skip
+def test_a_condition_that_maxproperties_and_required_rule_out_is_an_empty_language(smollm2: object, schema: dict) -> None:
+    """The required members outside the condition count against maxProperties too: no object fits."""
+    with pytest.raises(constrain.EmptyLanguageError):
+        constrain.Compiler(smollm2).json_schema(schema, strict_properties=False)

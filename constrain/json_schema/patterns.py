@@ -6,6 +6,7 @@ as outlines does with its ``STRING``/``INTEGER``/``WHITESPACE`` constants.
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal
 
@@ -36,11 +37,17 @@ _EXPONENT = r"(?:[eE][+-]?[0-9]+)?"
 #: Where the bound excludes 0 itself, no negative exponent: ``1e-400`` is above 0, but a reader of
 #: JSON numbers as floats (``json.loads``, every validator built on it) reads it as 0.0, which is not.
 _GROWING_EXPONENT = r"(?:[eE]\+?[0-9]+)?"
+#: How close to a strict bound a decimal may come, in fraction digits (see ``fraction_clear_of``).
+NEAR_DIGITS = 20
+#: A strict bound must also keep out what json.loads rounds to zero: "0.(400 zeros)1" reads as
+#: 0.0. A mantissa below 1 therefore has its first non-zero digit within the first
+#: ``NEAR_DIGITS`` places (stricter: the exact cut is 2**-1075).
+_FAR_FROM_ZERO = rf"(?:[1-9][0-9]*(?:\.[0-9]+)?|0\.0{{0,{NEAR_DIGITS - 1}}}[1-9][0-9]*)"
 ZERO_BOUNDED = {
     (True, False): rf"(?:{_ZERO}|{_NONZERO_MANTISSA}){_EXPONENT}",  # x >= 0
-    (True, True): rf"{_NONZERO_MANTISSA}{_GROWING_EXPONENT}",  # x > 0
+    (True, True): rf"{_FAR_FROM_ZERO}{_GROWING_EXPONENT}",  # x > 0
     (False, False): rf"(?:{_ZERO}|-{_NONZERO_MANTISSA}){_EXPONENT}",  # x <= 0
-    (False, True): rf"-{_NONZERO_MANTISSA}{_GROWING_EXPONENT}",  # x < 0
+    (False, True): rf"-{_FAR_FROM_ZERO}{_GROWING_EXPONENT}",  # x < 0
 }
 BOOLEAN = r"(?:true|false)"
 NULL = r"null"
@@ -186,6 +193,32 @@ def _natural_range(low: int, high: int | None) -> list[str]:
 
 
 _FRACTION = r"(?:\.[0-9]+)?"
+
+
+def fraction_clear_of(magnitude: int, *, above: bool) -> str | None:
+    """Fraction digits ``F`` for which ``json.loads`` keeps ``magnitude.F`` (``above``) or
+    ``(magnitude - 1).F`` (below) on its side of the integer ``magnitude``: a regex, or None
+    where no fraction is (past 2**53 a fraction rounds onto the integer).
+
+    ``5.00000000000000000001`` is above 5 as a decimal but reads as 5.0, and
+    ``4.99999999999999999999`` reads as 5.0 too: under ``exclusiveMinimum``/``exclusiveMaximum:
+    5`` both are invalid. Above, ``F`` must reach the gap to the next double: its first
+    non-zero digit within ``K`` places, 10**-K ≥ the gap. Below, ``F`` stays under 1 by at
+    least the gap to the double before: one of its first ``K`` digits is not 9, or it is
+    ``K`` nines and zeros. ``K`` is at most ``NEAR_DIGITS`` (stricter where that cuts).
+    """
+    gap = (Decimal(math.nextafter(magnitude, math.inf)) - magnitude if above
+           else magnitude - Decimal(math.nextafter(magnitude, -math.inf)))  # fmt: skip
+    if float(magnitude) != magnitude or gap >= 1:
+        return None
+    places = 0
+    while places < NEAR_DIGITS and Decimal(10) ** -(places + 1) >= gap:
+        places += 1
+    if places == 0:
+        return None
+    if above:
+        return f"0{{0,{places - 1}}}[1-9][0-9]*"
+    return f"(?:9{{0,{places - 1}}}[0-8][0-9]*|9{{1,{places}}}0*)"
 
 
 def decimal_bound(value: Decimal, *, above: bool, strict: bool) -> str:

@@ -67,8 +67,8 @@ def read(
         return ("const", schema)
     if not isinstance(schema, dict) or depth > _MAX_DEPTH:
         return None
-    used = set(schema) & assertions
-    if used - _CONDITION_KEYWORDS:
+    schema = {k: v for k, v in schema.items() if k in assertions}  # the rest: annotations here
+    if set(schema) - _CONDITION_KEYWORDS:
         return None
     parts: list[Formula] = []
     if "required" in schema:
@@ -81,7 +81,9 @@ def read(
         if not isinstance(properties, dict):
             return None
         for name, sub in properties.items():
-            if sub is True or sub == {}:
+            if isinstance(sub, dict) and not set(sub) & assertions:
+                sub = True  # annotations only (or keywords the draft does not define): any value
+            if sub is True:
                 continue
             if sub is False or sub == {"not": {}} or sub == {"not": True}:
                 parts.append(("absent", name))
@@ -201,12 +203,13 @@ class Presence:
         return self.classes[self.names.index(name)] if name in self.names else None
 
     def clauses(
-        self, index: dict[tuple[str, str | None], int], required: set[str], high: int | None
+        self, index: dict[tuple[str, str | None], int], required: set[str], high: int | None, required_bits: int,
     ) -> tuple[tuple[int, int], ...]:
         """The rows over member-set item bits, as ``(present, absent)`` masks, that the object's
-        own required members and ``maxProperties`` leave possible. ``index`` maps ``(name,
-        None)`` to a plain member's item and ``(name, IN)``/``(name, OUT)`` to a classed
-        name's two items; a value with no item (its schema admits none) is impossible."""
+        own required members (names, and the bits of its required items) and ``maxProperties``
+        leave possible. ``index`` maps ``(name, None)`` to a plain member's item and ``(name,
+        IN)``/``(name, OUT)`` to a classed name's two items; a value with no item (its schema
+        admits none) is impossible."""
         out = []
         for row in self.rows:
             present = absent = 0
@@ -224,7 +227,7 @@ class Presence:
                 if ABSENT not in allowed:  # exactly one value, which must be there
                     (v,) = allowed
                     present |= bits[v]
-            if possible and (high is None or bin(present).count("1") <= high):
+            if possible and not absent & required_bits and (high is None or bin(present | required_bits).count("1") <= high):
                 out.append((present, absent))
         return tuple(dict.fromkeys(out))
 

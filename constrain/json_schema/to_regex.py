@@ -48,7 +48,8 @@ from ..regex.tree import (
 from .presence import IN, OUT, Presence, read as read_condition
 from .refs import References, UnresolvedReference
 from .patterns import (
-    BOOLEAN, FORMATS, INTEGER, NULL, NUMBER, STRING_CHAR, ZERO_BOUNDED, decimal_bound, integer_range,
+    BOOLEAN, FORMATS, INTEGER, NEAR_DIGITS, NULL, NUMBER, STRING_CHAR, ZERO_BOUNDED, decimal_bound,
+    fraction_clear_of, integer_range,
 )
 
 __all__ = [
@@ -789,7 +790,7 @@ class _Walker:
         whole = {"allOf": [{k: schema[k] for k in keys}, *apart]}
         texts: dict[str, str] = {}
         classes: dict[str, Any] = {}
-        formula = read_condition(whole, _ASSERTIONS, texts, classes)
+        formula = read_condition(whole, _ASSERTIONS - self.refs.lacks, texts, classes)  # the draft's keywords
         table = None if formula is None else Presence.of(formula, classes)
         return table  # (type_object tracks a name the object does not declare as a member of its own)
 
@@ -1089,8 +1090,10 @@ class _Walker:
             value = schema.pop(key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise SchemaError(f"{key} at {pointer}/{key} must be a finite number")
-            exact = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
             above, strict = key.endswith("inimum"), key.startswith("exclusive")
+            exact = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+            if strict:  # json.loads rounds a long decimal onto the bound: ≥ the first double past it
+                exact, strict = _past_rounding(value, above), False
             parts.append(_fragment(decimal_bound(exact, above=above, strict=strict)))
         return parts[0] if len(parts) == 1 else Intersect(tuple(parts))
 
@@ -1110,17 +1113,43 @@ class _Walker:
         # A decimal d.f with f > 0 lies strictly between floor and floor + 1.
         floor_low = None if low is None else (low if not exclusive_low else low - 1)
         floor_high = None if high is None else (high - 1 if not exclusive_high else high)
+        # Next to a strict bound b, json.loads rounds a long decimal onto b (4.99999999999999999999
+        # reads as 5.0): the floor beside b takes only fractions clear of it (``fraction_clear_of``).
+        # Each entry: (floor's sign, its text's integer part, the fraction regex or None).
+        edges: list[tuple[bool, int, str | None]] = []
+        if exclusive_low and low is not None:
+            b = low - 1  # x > b
+            edges.append((True, b, fraction_clear_of(b, above=True)) if b >= 0 else
+                         (False, -b - 1, fraction_clear_of(-b, above=False)))  # fmt: skip
+        if exclusive_high and high is not None:
+            b = high + 1  # x < b
+            edges.append((True, b - 1, fraction_clear_of(b, above=False)) if b >= 1 else
+                         (False, -b, fraction_clear_of(-b, above=True)))  # fmt: skip
+        if any(fraction is None for _, _, fraction in edges):  # past 2**52 even "b+1.0" may read as b
+            return _fragment(integer_range(low, high))  # the exact integers only: stricter
         # integers, also as json.dumps writes whole floats ("24.0")
         options = [seq(_fragment(integer_range(low, high)), optional(_fragment(r"\.0+")))]
         fraction = _fragment(r"\.[0-9]*[1-9][0-9]*")  # trailing zeros too: 2.50 is 2.5
         if floor_high is None or floor_low is None or floor_low <= floor_high:
             # non-negative floors n ≥ 0: the text is "n.f"; negative floors -(m+1): the text is "-m.f"
+            edge = {(positive, part) for positive, part, _ in edges}
             if floor_high is None or floor_high >= 0:
-                options.append(seq(_fragment(integer_range(max(floor_low or 0, 0), floor_high)), fraction))
+                n_low, n_high = max(floor_low or 0, 0), floor_high
+                n_low += (True, n_low) in edge
+                n_high = None if n_high is None else n_high - ((True, n_high) in edge)
+                if n_high is None or n_low <= n_high:
+                    options.append(seq(_fragment(integer_range(n_low, n_high)), fraction))
             if floor_low is None or floor_low < 0:
                 m_low = 0 if floor_high is None or floor_high >= -1 else -floor_high - 1
                 m_high = None if floor_low is None else -floor_low - 1
-                options.append(seq(literal("-"), _fragment(integer_range(m_low, m_high)), fraction))
+                m_low += (False, m_low) in edge
+                m_high = None if m_high is None else m_high - ((False, m_high) in edge)
+                if m_high is None or m_low <= m_high:
+                    options.append(seq(literal("-"), _fragment(integer_range(m_low, m_high)), fraction))
+            for positive, part in edge:  # the floors beside a strict bound (both bounds' where they meet)
+                clear = [_fragment(f) for p, m, f in edges if (p, m) == (positive, part) and f is not None]
+                digits = clear[0] if len(clear) == 1 else Intersect(tuple(clear))
+                options.append(seq(literal(("" if positive else "-") + f"{part}."), digits))
         return alt(*options)
 
     def type_string(self, schema: dict[str, Any], pointer: str) -> Node:
@@ -1349,7 +1378,8 @@ class _Walker:
                 inside, outside = _class_split(value_class)
                 kinds = [(IN, {"allOf": [value_schema(name), inside]}), (OUT, {"allOf": [value_schema(name), outside]})]
             values = [(kind, self.node(sub, where)) for kind, sub in kinds]
-            values = [(kind, value) for kind, value in values if value != NOTHING]
+            values = [(kind, value) for kind, value in values if value != NOTHING and not (
+                kind is not None and LazyDFA(ByteNFA(value, self.limits)).start == DEAD)]  # P ⊆ X: no OUT item
             if not values and name in required:
                 return NOTHING
             for kind, value in values:
@@ -1384,8 +1414,9 @@ class _Walker:
                 members = [m for m in members if m[2] in tracked]
         index = {name: i for i, (_, _, name, kind) in enumerate(members) if kind is None}
         dependencies = [(name, needs) for name, needs in dependent.items() if name in index]
+        required_bits = sum(1 << i for i, (_, r, _, _) in enumerate(members) if r)
         condition = () if presence is None else presence.clauses(
-            {(name, kind): i for i, (_, _, name, kind) in enumerate(members)}, set(required), high)
+            {(name, kind): i for i, (_, _, name, kind) in enumerate(members)}, set(required), high, required_bits)
         if presence is not None and not condition:
             return NOTHING  # no way to have the members the condition asks for
         body = MemberSet(
@@ -1566,6 +1597,22 @@ _PRESENCE = "$constrain:presence"
 _CONDITION_KEYS = ("anyOf", "oneOf", "not", "if", "then", "else")
 #: Keywords beside a presence condition that leave it exact (``_Walker.presence``).
 _PRESENCE_SIBLINGS = frozenset({"type", "properties", "required", "additionalProperties", "maxProperties"})
+
+
+def _past_rounding(value: float, above: bool) -> Decimal:
+    """A decimal bound, not strict, whose numbers ``json.loads`` reads as past ``value`` (above:
+    greater): the first double past it, or where that needs more digits than
+    ``NEAR_DIGITS`` places, ``value`` ± 10**-NEAR_DIGITS (stricter, and still past it)."""
+    nearest = float(value)
+    if (nearest <= value) if above else (nearest >= value):
+        nearest = math.nextafter(nearest, math.inf if above else -math.inf)
+    first = Decimal(repr(nearest))
+    if -first.as_tuple().exponent <= NEAR_DIGITS + 5:  # type: ignore[operator]
+        return first
+    step = Decimal(10) ** -NEAR_DIGITS
+    exact = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    short = exact + step if above else exact - step
+    return max(short, first) if above else min(short, first)
 
 
 def _class_split(value_class: Any) -> tuple[Any, Any]:
