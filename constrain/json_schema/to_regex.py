@@ -777,9 +777,9 @@ class _Walker:
         a difference of whole object languages (a product searched on every first visit),
         though all it reads is two of the member set's seen bits. Here the object's member
         set checks the table (``MemberSet.condition``). Only where that is exact and small:
-        every name a declared property (or no other member allowed), the bounds of
-        :mod:`.presence`, no other keyword the branches would need. None otherwise: the
-        general way.
+        within the bounds of :mod:`.presence`, and no keyword beside the condition that it
+        would need. None otherwise: the general way. (A name the object does not declare is
+        tracked by ``type_object`` as a member of its own, with the schema it would take.)
         """
         keys = [k for k in _CONDITION_KEYS if k in schema]
         rest = set(schema) - set(keys)
@@ -791,8 +791,7 @@ class _Walker:
         texts: dict[str, str] = {}
         classes: dict[str, Any] = {}
         formula = read_condition(whole, _ASSERTIONS - self.refs.lacks, texts, classes)  # the draft's keywords
-        table = None if formula is None else Presence.of(formula, classes)
-        return table  # (type_object tracks a name the object does not declare as a member of its own)
+        return None if formula is None else Presence.of(formula, classes)
 
     def with_presence(self, schema: dict[str, Any], presence: Presence, pointer: str) -> Node:
         """``schema`` without its condition keywords, the condition handed to its object type."""
