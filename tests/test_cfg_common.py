@@ -211,6 +211,7 @@ def test_random_walks_parse(vocabulary: constrain.Vocabulary, name: str) -> None
     assert ended > 0
 
 
+@pytest.mark.slow  # the fast tier checks the fast mask on the JSON grammar and the lexer's tests
 def test_fast_mask_equals_reference(vocabulary: constrain.Vocabulary) -> None:
     """Masks inside strings (after backslashes, escaped quotes) match the token-by-token reference."""
     guide = guide_for(vocabulary, "json")

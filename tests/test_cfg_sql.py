@@ -174,6 +174,7 @@ def test_keyword_rules(smollm2_guide: CFGGuide, smollm2: object, text: str, expe
     assert accepts(guide, ids) == expected
 
 
+@pytest.mark.slow  # the fast tier checks the fast mask on the JSON grammar and the lexer's tests
 def test_fast_mask_equals_reference(compiler: constrain.Compiler, family: str) -> None:
     if family != "smollm2":
         pytest.skip("one family is enough for this slow reference check")

@@ -115,6 +115,7 @@ def test_the_verdict_takes_text_as_str_too(smollm2: object) -> None:
         judge(guide, 5)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # the fast tier keeps test_cli_explains_a_grammar
 def test_grammar_guides_get_a_verdict_too(smollm2: object, capsys: pytest.CaptureFixture[str]) -> None:
     """The grammar backend: the same byte walk through its lexer and parser (feed_bytes), the bytes
     allowed where the text fails, and a shortest finish that json.loads accepts."""
