@@ -198,7 +198,7 @@ _FRACTION = r"(?:\.[0-9]+)?"
 def fraction_clear_of(magnitude: int, *, above: bool) -> str | None:
     """Fraction digits ``F`` for which ``json.loads`` keeps ``magnitude.F`` (``above``) or
     ``(magnitude - 1).F`` (below) on its side of the integer ``magnitude``: a regex, or None
-    where no fraction is (past 2**53 a fraction rounds onto the integer).
+    where no fraction is (from 2**52 on, the doubles are a whole unit or more apart).
 
     ``5.00000000000000000001`` is above 5 as a decimal but reads as 5.0, and
     ``4.99999999999999999999`` reads as 5.0 too: under ``exclusiveMinimum``/``exclusiveMaximum:
