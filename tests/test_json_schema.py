@@ -301,6 +301,32 @@ def test_older_spellings_stay_enforced_when_read_twice(draft: str) -> None:
         assert dfa.matches(text.encode()) == validator.is_valid(json.loads(text)), (draft, text)
 
 
+@pytest.mark.parametrize("draft", ["http://json-schema.org/draft-07/schema#"] + [
+    pytest.param(draft, marks=pytest.mark.slow) for draft in ("http://json-schema.org/draft-04/schema#",
+                                                              "https://json-schema.org/draft/2019-09/schema",
+                                                              "https://json-schema.org/draft/2020-12/schema")])  # fmt: skip
+def test_the_names_the_walker_writes_are_annotations_where_the_user_writes_them(draft: str) -> None:
+    """dependentRequired, dependentSchemas and prefixItems are the walker's own spellings of
+    draft-7 dependencies and array items, but in a draft that lacks them a user who writes them
+    writes annotations. Enforced there, they are stricter; under `not`, weaker: this `not` once
+    let {"a": 1} through in draft 7."""
+    schema = {"$schema": draft, "type": "object", "properties": {"a": {}, "b": {}, "l": {"type": "array"}},
+              "not": {"anyOf": [{"required": ["a"], "dependentRequired": {"a": ["b"]}},
+                                {"required": ["b"], "dependentSchemas": {"b": {"required": ["l"]}}},
+                                {"required": ["l"], "properties": {"l": {"prefixItems": [{"type": "string"}]}}}]}}
+    walk = schema_walk(schema, SchemaOptions(strict_properties=False))
+    dfa = LazyDFA(ByteNFA(walk.tree, Limits()))
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    texts = ['{"a": 1}', '{"a": 1, "b": 2}', '{"b": 2}', '{"b": 2, "l": []}', '{"l": [1]}', '{"l": ["x"]}', '{}']
+    for text in texts:  # where the draft has them, `not` subtracts a superset of dependentSchemas: stricter
+        accepted, valid = dfa.matches(text.encode()), validator.is_valid(json.loads(text))
+        assert accepted == valid if "draft-0" in draft else valid or not accepted, (draft, text)
+    beside = {"$schema": draft, "dependentRequired": {"a": ["b"]}, "prefixItems": [{"type": "string"}]}
+    ignored = {keyword for keyword, _ in schema_walk(beside, SchemaOptions(strict_properties=False)).ignored}
+    assert ("dependentRequired" in ignored) == ("draft-0" in draft)
+    assert ("prefixItems" in ignored) == ("2020-12" not in draft)
+
+
 def test_refs_resolve_against_base_uris_anchors_and_remotes(smollm2: object) -> None:
     """$id changes the base below it, $anchor names a target, remote documents come from remotes=."""
     nested = {

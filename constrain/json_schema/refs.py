@@ -41,16 +41,23 @@ class References:
         #: its siblings, and a document that names no draft is read as 2020-12.
         self.ref_overrides = bool(re.search(r"draft-0[3-7]/", dialect))
         #: The keywords the document's draft does not define: annotations there, as every
-        #: unknown keyword is (a draft-04 validator ignores "const" and "if"). Not among them:
-        #: the 2020-12 names the walker itself writes for older spellings (``dependencies``
-        #: becomes ``dependentSchemas``, array ``items`` becomes ``prefixItems``), which it reads
-        #: again later; they are enforced in every draft (stricter where a draft-7 document
-        #: writes ``dependentSchemas`` itself, never weaker).
-        lacks = next((lacks for marker, lacks in _LACKS if marker in dialect), frozenset())
-        self.lacks = lacks - {"dependentRequired", "dependentSchemas", "prefixItems"}
+        #: unknown keyword is (a draft-04 validator ignores "const" and "if").
+        self.lacks: frozenset[str] = next((lacks for marker, lacks in _LACKS if marker in dialect), frozenset())
+        #: The walker writes older spellings in 2020-12 names (``dependencies`` becomes
+        #: ``dependentRequired``/``dependentSchemas``, array ``items`` becomes ``prefixItems``)
+        #: and reads its own output again. So in a draft that lacks those names, whether one
+        #: is an annotation depends on who wrote the object: the ids of every object and list
+        #: of the documents (which stay alive as long as this) tell.
+        self._written: frozenset[int] = (_ids(root, *(remotes or {}).values()) if self.lacks & REWRITTEN
+                                         else frozenset())  # fmt: skip
         for uri, document in (remotes or {}).items():
             self._index(document, urldefrag(uri)[0])
         self.root_base = self._index(root, DEFAULT_BASE)
+
+    def lacks_in(self, schema: Any) -> frozenset[str]:
+        """The keywords that are annotations in ``schema``: what the draft lacks, less the
+        names the walker writes for the draft's own spellings where the walker wrote ``schema``."""
+        return self.lacks if id(schema) in self._written else self.lacks - REWRITTEN
 
     def base_of(self, schema: Any, default: str) -> str:
         """The base URI in effect at ``schema`` (an object of the document), else ``default``."""
@@ -119,6 +126,26 @@ class References:
         return base
 
 
+def _ids(*documents: Any) -> frozenset[int]:
+    """The ids of every object and list in ``documents`` (iterative: no recursion on depth)."""
+    seen: set[int] = set()
+    stack = list(documents)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        else:
+            continue
+        seen.add(id(node))
+    return frozenset(seen)
+
+
+#: The 2020-12 names the walker gives older spellings (:meth:`References.lacks_in`).
+REWRITTEN = frozenset({"dependentRequired", "dependentSchemas", "prefixItems"})
 _SINCE_2019 = frozenset({"dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
                          "minContains", "maxContains", "$recursiveRef"})  # fmt: skip
 _SINCE_2020 = frozenset({"prefixItems", "$dynamicRef"})

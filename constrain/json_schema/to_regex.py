@@ -46,7 +46,7 @@ from ..regex.tree import (
     render, seq,
 )  # fmt: skip
 from .presence import IN, OUT, Presence, read as read_condition
-from .refs import References, UnresolvedReference
+from .refs import REWRITTEN, References, UnresolvedReference
 from .patterns import (
     BOOLEAN, FORMATS, INTEGER, NEAR_DIGITS, NULL, NUMBER, STRING_CHAR, ZERO_BOUNDED, decimal_bound,
     fraction_clear_of, integer_range,
@@ -495,8 +495,9 @@ class _Walker:
         ``else`` without ``if``, and ``if`` alone, constrain nothing (the spec says so).
         """
         out: dict[str, Any] = {}
+        lacks = self.refs.lacks_in(schema)
         for key, value in schema.items():
-            if key in _ASSERTIONS and key not in self.refs.lacks:
+            if key in _ASSERTIONS and key not in lacks:
                 out[key] = value
             elif key not in _SPEC_ANNOTATIONS:
                 self.ignore(key, pointer)
@@ -593,7 +594,7 @@ class _Walker:
             return [(condition + conds, foot) for conds, foot in self.evaluation_cases(sub, where, keyword, seen)]
 
         if "$ref" in schema:  # in place: what the target evaluates counts here
-            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            rest = {k: v for k, v in schema.items() if k != "$ref" and k not in self.refs.lacks_in(schema)}
             ref = schema["$ref"]
             absolute = self.refs.absolute(ref, self.refs.base_of(schema, self.base)) if isinstance(ref, str) else ""
             if not absolute or absolute in seen:
@@ -605,7 +606,8 @@ class _Walker:
             finally:
                 self.base = outer
             return cross(inner, self.evaluation_cases(rest, pointer, keyword, seen))
-        own = {k: v for k, v in schema.items() if k in _ASSERTIONS and k not in self.refs.lacks}
+        lacks = self.refs.lacks_in(schema)
+        own = {k: v for k, v in schema.items() if k in _ASSERTIONS and k not in lacks}
         if isinstance(own.get("items"), list):  # before 2020-12: items as a list, additionalItems after it
             own["prefixItems"] = own.pop("items")
             if "additionalItems" in own:
@@ -787,6 +789,8 @@ class _Walker:
             return None
         if "required" in rest and not isinstance(schema["required"], list):
             return None
+        if any(REWRITTEN & set(branch) for branch in apart if isinstance(branch, dict)):
+            return None  # the walker's own dependentRequired, dependentSchemas, prefixItems: not a condition
         whole = {"allOf": [{k: schema[k] for k in keys}, *apart]}
         texts: dict[str, str] = {}
         classes: dict[str, Any] = {}
