@@ -206,3 +206,22 @@ def test_fast_mask_equals_reference(smollm2_compiler: constrain.Compiler, name: 
             continue
         fast = np.setdiff1d(guide.allowed_token_ids(state), eos)
         assert np.array_equal(fast, guide.reference_allowed(state)), prefix
+
+
+@pytest.mark.slow
+def test_the_cased_characters_are_those_case_mapping_changes() -> None:
+    """IGNORECASE classes test only the characters some case mapping touches; the table of them
+    skips whole blocks that mapping leaves alone (a per-character loop cost seconds, past
+    timeout_s on a busy machine). It must hold every character a per-character loop finds."""
+    from constrain.cfg import pyregex
+
+    found = set()
+    for code in range(0x110000):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        char = chr(code)
+        low, up = char.lower(), char.upper()
+        if low != char or up != char:
+            found.update([code] + [ord(other) for other in (low, up) if len(other) == 1])
+    assert pyregex._cased() == tuple(sorted(found))
+    assert pyregex._all_characters() == "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)

@@ -321,7 +321,7 @@ class Grammar:
         found: tuple[str, ...] = ()
         if any("DECL" in _terms(a) for name in reachable for a in self.rules[name]):
             # a %declared terminal matches no text: a rule needing it is refused (by either check)
-            found += ("matches no string", "cannot produce any string", "never finish")
+            found += ("only %declared", "matches no string", "cannot produce any string", "never finish")
         if math.isinf(self.heights["start"]):
             found += ("cannot produce any string",)
         elif any(math.isinf(self.heights[name]) for name in reachable):

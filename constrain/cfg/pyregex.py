@@ -36,6 +36,8 @@ import sys
 from functools import lru_cache
 from typing import Any, Iterable, cast
 
+import numpy as np
+
 from ..errors import LimitExceededError
 from ..core.limits import Limits
 from ..core.utf8 import MAX_CODEPOINT, add_utf8_trie, byte_runs, clip_to_runs, complement_ranges
@@ -544,19 +546,32 @@ def _contains(ranges: Ranges, code: int) -> bool:
 
 @lru_cache(maxsize=None)
 def _cased() -> tuple[int, ...]:
-    """Code points that take part in some case mapping: the only ones re.IGNORECASE can add or drop."""
+    """Code points that take part in some case mapping: the only ones re.IGNORECASE can add or drop.
+
+    Blocks of 256 characters that case mapping leaves alone as a whole are skipped (most of
+    the code space: CJK, private use, unassigned); a ``str.lower`` per character over all of
+    it took over a second."""
+    chars = _all_characters()
     found = set()
-    for code in range(MAX_CODEPOINT + 1):
-        if 0xD800 <= code <= 0xDFFF:
+    for start in range(0, len(chars), 256):
+        block = chars[start : start + 256]
+        if block.lower() == block and block.upper() == block:
             continue
-        char = chr(code)
-        low, up = char.lower(), char.upper()
-        if low != char or up != char:
-            found.add(code)
-            for other in (low, up):
-                if len(other) == 1:
-                    found.add(ord(other))
+        for char in block:
+            low, up = char.lower(), char.upper()
+            if low != char or up != char:
+                found.add(ord(char))
+                for other in (low, up):
+                    if len(other) == 1:
+                        found.add(ord(other))
     return tuple(sorted(found))
+
+
+@lru_cache(maxsize=1)
+def _all_characters() -> str:
+    """Every code point but the surrogates, in order (decoded from UTF-32 in one step)."""
+    codes = np.concatenate([np.arange(0xD800), np.arange(0xE000, MAX_CODEPOINT + 1)]).astype("<u4")
+    return codes.tobytes().decode("utf-32-le")
 
 
 _ASCII_FOLD_CANDIDATES = tuple(range(ord("A"), ord("Z") + 1)) + tuple(range(ord("a"), ord("z") + 1)) + (
@@ -627,7 +642,7 @@ def _category(name: str, ascii_only: bool) -> Ranges:
 
 @lru_cache(maxsize=None)
 def _unicode_category(regex: str) -> Ranges:
-    text = "".join(chr(c) for c in range(MAX_CODEPOINT + 1) if not 0xD800 <= c <= 0xDFFF)
+    text = _all_characters()
     offset_after_gap = 0xDFFF - 0xD800 + 1
     spans = []
     for match in re.finditer(regex + "+", text):
