@@ -1336,8 +1336,8 @@ class _Walker:
             raise SchemaError(f"dependentRequired at {pointer} must map names to lists of names")
         if high is not None and (low > high or len(required) > high):
             return NOTHING  # contradictory counts: no object at all
-        if self.over and (properties or required):
-            high = None  # a text that repeats a declared key holds more members than its value
+        if self.over:
+            high = None  # a text that repeats a key (declared or not) holds more members than its value
         counted = bool(low or high is not None or dependent or presence)
         keys = [(self.key_pattern(p, f"{pointer}/patternProperties/{_escape_pointer(p)}"), sub, p)
                 for p, sub in patterns.items()]  # fmt: skip
@@ -1426,6 +1426,7 @@ class _Walker:
             tuple(m for m, _, _, _ in members), tuple(i for i, (_, r, _, _) in enumerate(members) if r), self.sep, extra,
             low, high, tuple((index[n], tuple(index[x] for x in needs)) for n, needs in dependencies),
             repeats=self.repeated_keys([name for _, _, name, _ in members]), condition=condition,
+            extras_once=low >= 2 and not self.over,  # stricter: see MemberSet.extras_once, docs/json_schema.md
         )  # any order: a counted object tracks its members anyway, so order would only refuse values
         return self.wrap("{", body, "}")
 
@@ -1441,10 +1442,10 @@ class _Walker:
         ``{"a": 1, "a": 2}`` is ``{"a": 2}``, and a superset must hold it wherever it holds
         ``{"a": 2}``. The earlier copies may come only before the tracked member, which
         must then come (``MemberSet.repeats``): the value a parser keeps is still checked.
-        Undeclared keys repeat as extra members, each value checked: taking any value
-        there would make ``not`` around ``additionalProperties`` or ``patternProperties``
-        refuse every object with an extra member, so a repeated undeclared key with a bad
-        earlier value stays a known gap.
+        Undeclared keys repeat as extra members, which in a superset take any value
+        (:meth:`extra_members`): no automaton can tell which copy of such a key comes last.
+        Stricter, so: ``not`` around ``additionalProperties: {"type": "integer"}`` refuses
+        every object with an extra member (docs/json_schema.md, "Repeated keys").
         """
         if not self.over:
             return ()
@@ -1489,8 +1490,8 @@ class _Walker:
             if names is not None:
                 key = Intersect((key, names))
             value = self.node(sub, where)
-            if value != NOTHING:
-                options.append(seq(key, self.colon, value))
+            if value != NOTHING:  # a superset: any value, for an earlier copy of a repeated key is not kept
+                options.append(seq(key, self.colon, self.any_value() if self.over else value))
         return alt(*options) if options else None
 
     def any_value(self) -> Node:

@@ -713,7 +713,7 @@ class ByteNFA(Shared):
         dependencies += tuple((1 << (n + j), 1 << i) for j, (i, _) in enumerate(node.repeats))
         spec = _SetSpec(n, sum(1 << i for i in node.required), node.min_count, node.max_count, cap, dependencies,
                         node.ordered, node.extra is not None, tuple(i for i, _ in node.repeats),
-                        node.condition)  # fmt: skip
+                        node.condition, node.extras_once and node.extra is not None)  # fmt: skip
         self._loops[hub] = (choose, hub, base, top)
         self.ops[push] = ("set_push", 0, None)
         self.ops[hub] = ("set_hub", 0, None, spec)
@@ -902,16 +902,27 @@ class _SetSpec:
     has_extra: bool
     repeats: tuple[int, ...] = ()  # per repeat, its item: bit items + j, and no member counted
     condition: tuple[tuple[int, int], ...] = ()  # (present, absent) bit masks, one pair must hold at the end
+    extras_once: bool = False  # min_count counts the extras as one (MemberSet.extras_once): a bit says one came
 
     @property
     def width(self) -> int:
-        """The bits of ``seen``: one per item, then one per repeat."""
-        return self.items + len(self.repeats)
+        """The bits of ``seen``: one per item, then one per repeat, then "an extra came" (``extras_once``)."""
+        return self.items + len(self.repeats) + self.extras_once
+
+    @property
+    def extra_bit(self) -> int:
+        return 1 << (self.items + len(self.repeats)) if self.extras_once else 0
+
+    def distinct(self, seen: int, count: int) -> int:
+        """The members ``min_count`` reads: all of them, or with ``extras_once`` the items and one extra."""
+        if not self.extras_once:
+            return count
+        return bin(seen & ((1 << self.items) - 1)).count("1") + bool(seen & self.extra_bit)
 
     def may_end(self, seen: int, count: int) -> bool:
         return (
             seen & self.required == self.required
-            and count >= self.min_count
+            and self.distinct(seen, count) >= self.min_count
             and all(seen & needs == needs for bit, needs in self.dependencies if seen & bit)
             and (not self.condition or any(seen & present == present and not seen & absent
                                            for present, absent in self.condition))  # fmt: skip
@@ -952,11 +963,13 @@ class _SetSpec:
         total = count + bin(needed).count("1")
         if self.max_count is not None and total > self.max_count:
             return False
-        if total >= self.min_count or self.has_extra:
+        have = self.distinct(seen, count) + bin(needed).count("1")
+        if have >= self.min_count or (self.has_extra and not self.extras_once):
             return True
         items = seen & ((1 << self.items) - 1)
         free = self.items - items.bit_length() if self.ordered else self.items - bin(items).count("1")
-        return count + free - bin(absent & ~seen).count("1") >= self.min_count
+        one_more = self.extras_once and not seen & self.extra_bit  # the one extra that still counts
+        return self.distinct(seen, count) + free + one_more - bin(absent & ~seen).count("1") >= self.min_count
 
     def choices(self, seen: int, count: int) -> list[int]:
         """The items (and ``items`` for an extra) that may come next."""
@@ -967,7 +980,7 @@ class _SetSpec:
             unseen = not seen >> i if self.ordered else not seen >> i & 1
             if unseen and self.viable(seen | 1 << i, count + 1):
                 out.append(i)
-        if self.has_extra and self.viable(seen, count + 1):
+        if self.has_extra and self.viable(seen | self.extra_bit, count + 1):
             out.append(self.items)
         for j, i in enumerate(self.repeats):  # an earlier copy of item i's key: only before item i
             if not seen >> i & 1 and self.viable(seen | 1 << (self.items + j), count):
@@ -991,7 +1004,7 @@ def _member_set(op: tuple[Any, ...], targets: list[int], counters: tuple[int, ..
     if i >= spec.items + spec.has_extra:  # a repeated key: its bit, and no new member
         seen |= 1 << (i - spec.has_extra)
     else:
-        seen |= 1 << i if i < spec.items else 0
+        seen |= 1 << i if i < spec.items else spec.extra_bit
         count = min(count + 1, spec.cap)
     return [(targets[0], counters[:-1] + (seen | count << spec.width,))]
 

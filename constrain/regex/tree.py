@@ -135,6 +135,10 @@ class MemberSet(_Composite):
     #: object ends only where the items seen match one ``(present, absent)`` pair of bit masks
     #: exactly on those bits. Empty: no such condition.
     condition: tuple[tuple[int, int], ...] = ()
+    #: ``min_count`` counts the extras as one member at most. A parser keeps one member per
+    #: repeated key (``{"a": 1, "a": 2}`` holds one), and whether two extras share a key is
+    #: more than an automaton can remember; declared items are tracked, so they count each.
+    extras_once: bool = False
 
 
 @dataclass(frozen=True)
