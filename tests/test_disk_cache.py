@@ -262,7 +262,29 @@ def _reference_past_the_end(path: Path) -> None:
     _rewrite(path, change)
 
 
+def _naming_tables(structure: dict[str, Any]) -> list[Any]:
+    """The attributes of the first object whose state names a vocabulary table."""
+    for entry in structure["entries"]:
+        if entry[0] == "dict" and '["vt", ' in json.dumps(entry[1]):
+            return entry[1]
+    raise AssertionError("the file names no vocabulary table")
+
+
+def _many_tables(path: Path) -> None:
+    """A file asking for 100 tries: each would be built and kept in the caller's vocabulary."""
+    junk = ["t", [["vt", ["t", ["trie", 1, length]]] for length in range(1, 101)]]
+    _rewrite(path, lambda header, structure: _naming_tables(structure).append(["_junk", junk]))
+
+
+def _huge_trie_bound(path: Path) -> None:
+    """A trie of tokens longer than any token (a bound past ``_MAX_TOKEN_LENGTH``)."""
+    huge = ["vt", ["t", ["trie", 10**12, None]]]
+    _rewrite(path, lambda header, structure: _naming_tables(structure).append(["_junk", huge]))
+
+
 DAMAGE: dict[str, Callable[[Path], None]] = {
+    "a hundred vocabulary tables": _many_tables,
+    "a trie past any token length": _huge_trie_bound,
     "truncated": _truncate,
     "flipped bytes": _flip,
     "empty": _empty,
@@ -298,6 +320,20 @@ def test_a_damaged_or_foreign_file_is_a_miss_and_the_guide_is_compiled(
     third = constrain.Compiler(vocabulary, cache_dir=tmp_path)
     GUIDES[name](third)
     assert _stats(third).hits == 1
+
+
+def test_a_file_past_the_size_cap_is_neither_read_nor_written(
+    vocabulary: constrain.Vocabulary, references: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past ``MAX_FILE_BYTES`` a file is not read into memory (and a guide that large is not stored)."""
+    path = _stored(vocabulary, tmp_path, "schema")
+    monkeypatch.setattr(diskcache, "MAX_FILE_BYTES", path.stat().st_size - 1)
+    compiler = constrain.Compiler(vocabulary, cache_dir=tmp_path)
+    guide = GUIDES["schema"](compiler)
+    stats = _stats(compiler)
+    assert (stats.rejected, stats.hits, stats.stores, stats.unencodable) == (1, 0, 0, 1), stats
+    assert _entries(tmp_path) == []
+    _assert_same_masks(references["schema"], guide, vocabulary)
 
 
 @pytest.mark.parametrize("where", ["under a file", "a file", "read-only"])

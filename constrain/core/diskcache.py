@@ -56,6 +56,17 @@ FORMAT_VERSION = 1
 #: The header line is JSON of a few short fields; a longer first line is not a header.
 _MAX_HEADER = 4096
 
+#: The largest file read or written (a guide's tables reach tens of MB; a file past this is
+#: not read into memory at all, and a guide past it is compiled, not stored).
+MAX_FILE_BYTES = 512 << 20
+
+#: Vocabulary tables one file may ask the reader to build: each costs milliseconds and
+#: megabytes and stays in the caller's vocabulary, so a damaged or hostile file that names
+#: thousands would cost both. A guide names a few (the walk tables, two tries, its splits).
+_MAX_TABLES = 64
+#: Token lengths a trie table may name (no token is longer; a larger bound is no table).
+_MAX_TOKEN_LENGTH = 1 << 16
+
 #: The classes a file may hold, each with the attributes its stored state leaves out (a
 #: cached value that is only right in the process that computed it).
 Storable = Mapping[type, tuple[str, ...]]
@@ -79,8 +90,9 @@ class DiskCacheStats:
 
     ``hits``: guides read from disk; ``misses``: no file for the key; ``stores``: guides
     written; ``rejected``: files ignored (and removed) as truncated, corrupt, of another
-    version or naming a class outside the allow-list; ``unencodable``: guides not stored
-    because they hold something the format cannot express; ``unkeyable``: compilations whose
+    version, naming a class outside the allow-list, larger than ``MAX_FILE_BYTES`` or
+    asking for more vocabulary tables than a guide uses; ``unencodable``: guides not stored
+    because they hold something the format cannot express or would pass ``MAX_FILE_BYTES``; ``unkeyable``: compilations whose
     key could not be written canonically (so neither read nor stored); ``write_errors``:
     stores that failed on the file system (a read-only directory, a full disk).
     """
@@ -160,7 +172,9 @@ def _vocabulary_table(vocabulary: Vocabulary, key: Any) -> Any:
         return vocabulary.walk_tables()
     if isinstance(key, tuple) and len(key) == 3 and key[0] == "trie":
         low, high = key[1], key[2]
-        if type(low) is int and (high is None or type(high) is int):
+        if type(low) is int and 0 <= low <= _MAX_TOKEN_LENGTH and (
+            high is None or (type(high) is int and low <= high <= _MAX_TOKEN_LENGTH)
+        ):
             return vocabulary.token_trie(low, high)
     if isinstance(key, tuple) and len(key) == 5 and key[0] == "split":
         first, rest, utf8, utf8_first = key[1:]
@@ -318,6 +332,8 @@ class _Decoder:
             raise Corrupt("the fill order is not a permutation of the entries")
         self.order: list[int] = order
         self.names = names
+        #: The vocabulary tables the file asked for so far (at most ``_MAX_TABLES``).
+        self.tables: set[Any] = set()
         self.shells = [self.shell(entry) for entry in self.entries]
 
     def decode(self) -> Any:
@@ -402,7 +418,11 @@ class _Decoder:
         if tag == "vocab" and len(value) == 1:
             return self.vocabulary
         if tag == "vt" and len(value) == 2:
-            return _vocabulary_table(self.vocabulary, self.value(value[1]))
+            key = self.value(value[1])
+            self.tables.add(key)
+            if len(self.tables) > _MAX_TABLES:
+                raise Corrupt(f"more than {_MAX_TABLES} vocabulary tables asked for")
+            return _vocabulary_table(self.vocabulary, key)
         raise Corrupt(f"unknown value tag {tag!r}")
 
 
@@ -531,11 +551,14 @@ class DiskCache:
         path = self.path(digest)
         _, names = self.classes()
         try:
-            data = path.read_bytes()
+            with path.open("rb") as handle:
+                data = handle.read(MAX_FILE_BYTES + 1)  # a larger file is never read whole
         except OSError:  # none there (or unreadable): compile as if there were no cache
             self._count("misses")
             return None
         try:
+            if len(data) > MAX_FILE_BYTES:
+                raise Corrupt(f"larger than {MAX_FILE_BYTES} bytes")
             with _collector_paused():
                 guide = self._decode(data, digest, names)
         except Exception:  # noqa: BLE001 — whatever a damaged or hostile file causes means "not cached"
@@ -587,6 +610,9 @@ class DiskCache:
             self._count("unencodable")
             return False
         payload = structure + arrays
+        if len(payload) + _MAX_HEADER > MAX_FILE_BYTES:
+            self._count("unencodable")  # a reader would refuse it
+            return False
         header = {
             "format": FORMAT_VERSION, "constrain": _constrain_version(), "key": digest,
             "json_size": len(structure), "npz_size": len(arrays), "sha256": hashlib.sha256(payload).hexdigest(),
