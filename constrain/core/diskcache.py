@@ -92,9 +92,10 @@ class DiskCacheStats:
     written; ``rejected``: files ignored (and removed) as truncated, corrupt, of another
     version, naming a class outside the allow-list, larger than ``MAX_FILE_BYTES`` or
     asking for more vocabulary tables than a guide uses; ``unencodable``: guides not stored
-    because they hold something the format cannot express or would pass ``MAX_FILE_BYTES``; ``unkeyable``: compilations whose
-    key could not be written canonically (so neither read nor stored); ``write_errors``:
-    stores that failed on the file system (a read-only directory, a full disk).
+    because they hold something the format cannot express or would pass ``MAX_FILE_BYTES``;
+    ``unkeyable``: compilations whose key could not be written canonically (so neither read
+    nor stored); ``write_errors``: stores that failed on the file system (a read-only
+    directory, a full disk).
     """
 
     hits: int = 0
