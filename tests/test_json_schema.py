@@ -350,6 +350,19 @@ def test_refs_resolve_against_base_uris_anchors_and_remotes(smollm2: object) -> 
     assert not accepts(guide, tokenize_continuation(smollm2, '"x"'))
 
 
+@pytest.mark.parametrize("base", ["urn:uuid:deadbeef-1234-00ff-ff00-4321feebdaed", "urn:example:1/406/47452/2",
+                                  "urn:example:weather?=op=map&lat=39.56", "tag:example.com,2026:schemas/a"])
+def test_refs_resolve_against_bases_that_are_not_hierarchical(base: str) -> None:
+    """A URN (or tag:) base resolves a pointer as any base does (RFC 3986 5.2): urljoin alone
+    left '#/$defs/bar' unresolved there, and the schema was refused as remote."""
+    schema = {"$id": base, "properties": {"foo": {"$ref": "#/$defs/bar"}, "baz": {"$ref": "other#/$defs/n"}},
+              "$defs": {"bar": {"type": "string"}, "other": {"$id": "other", "$defs": {"n": {"type": "integer"}}}}}
+    dfa = LazyDFA(ByteNFA(schema_walk(schema, SchemaOptions(strict_properties=False)).tree, Limits()))
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in ['{"foo": "x"}', '{"foo": 1}', '{"baz": 2}', '{"baz": "y"}', '{"foo": "x", "baz": 3}', '{"q": 1}']:
+        assert dfa.matches(text.encode()) == validator.is_valid(json.loads(text)), (base, text)
+
+
 def test_billion_laughs_and_deep_free_values_end_within_the_time_limit(smollm2: object) -> None:
     """Each definition uses the previous one twice: 2^29 integers in all. Parts are built on
     first visit, so the compile builds one level and a walk builds only the levels it enters:

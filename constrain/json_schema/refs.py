@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from typing import Any, Mapping
-from urllib.parse import unquote, urldefrag, urljoin
+from urllib.parse import unquote, urldefrag, urljoin, urlsplit, urlunsplit, uses_relative
 
 __all__ = ["References", "UnresolvedReference"]
 
@@ -64,7 +64,7 @@ class References:
         return self._bases.get(id(schema), default)
 
     def absolute(self, ref: str, base: str) -> str:
-        return urljoin(base, ref)
+        return resolve(base, ref)
 
     def short(self, absolute: str) -> str:
         """A reference as a message shows it: ``#/$defs/a`` inside the document itself."""
@@ -122,8 +122,53 @@ class References:
         if not isinstance(value, str) and self._draft4:
             value = node.get("id")
         if isinstance(value, str) and not value.startswith("#"):
-            return urldefrag(urljoin(base, value))[0]
+            return urldefrag(resolve(base, value))[0]
         return base
+
+
+def resolve(base: str, ref: str) -> str:
+    """``ref`` resolved against ``base`` as RFC 3986 (section 5.2) says, for every scheme.
+
+    ``urljoin`` resolves only against the schemes it lists as hierarchical: against
+    ``urn:uuid:…`` it returns ``#/$defs/a`` unchanged, so a pointer inside a document whose
+    ``$id`` is a URN would look remote. Those schemes keep ``urljoin``; the others (``urn:``,
+    ``tag:``) are resolved here.
+    """
+    if not ref:
+        return base
+    parts = urlsplit(ref)
+    outer = urlsplit(base)
+    if parts.scheme or outer.scheme in uses_relative:
+        return urljoin(base, ref)
+    netloc, path, query = outer.netloc, outer.path, outer.query
+    if parts.netloc:
+        netloc, path, query = parts.netloc, _without_dot_segments(parts.path), parts.query
+    elif parts.path:
+        if not parts.path.startswith("/"):  # merge: the base's path up to its last "/", then ref's
+            cut = path.rfind("/")
+            path = ("/" if netloc and not path else path[: cut + 1]) + parts.path
+        path, query = _without_dot_segments(path), parts.query
+    elif "?" in ref.split("#", 1)[0]:
+        query = parts.query
+    return urlunsplit((outer.scheme, netloc, path, query, parts.fragment))
+
+
+def _without_dot_segments(path: str) -> str:
+    """RFC 3986 section 5.2.4: ``a/b/../c`` is ``a/c``."""
+    out: list[str] = []
+    segments = path.split("/")
+    for k, segment in enumerate(segments):
+        if segment == "..":
+            if len(out) > 1 or (out and out[0]):
+                out.pop()
+            if k == len(segments) - 1:
+                out.append("")
+        elif segment == ".":
+            if k == len(segments) - 1:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/".join(out)
 
 
 def _ids(*documents: Any) -> frozenset[int]:
