@@ -1058,6 +1058,10 @@ class LazyDFA(Shared):
         self.limits = nfa.limits
         self._closures: dict[VirtualState, frozenset[VirtualState]] = {}
         self._ids: dict[frozenset[VirtualState], int] = {}
+        #: A byte run's NFA targets → the DFA state they close into, for every expanded state: many
+        #: states move to the same targets (each character of a string interior), and the
+        #: closure of a set of targets is the union of its members' closures, built once here.
+        self._moves: dict[frozenset[VirtualState], int] = {}
         self.sets: list[frozenset[VirtualState]] = []
         self.finals: list[bool] = []
         self.expanded = np.zeros(64, dtype=bool)
@@ -1175,7 +1179,7 @@ class LazyDFA(Shared):
             bounds.setdefault(lo, []).append((True, key, move))
             bounds.setdefault(hi + 1, []).append((False, key, move))
         row = self.table[state]
-        successors: dict[frozenset[VirtualState], int] = {}
+        successors = self._moves
         active: dict[int, VirtualState] = {}
         cuts = sorted(bounds)
         for at, until in zip(cuts, cuts[1:]):
