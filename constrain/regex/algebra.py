@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
 
-__all__ = ["DEAD", "Automaton", "ProductDFA", "visit_deadline"]
+__all__ = ["DEAD", "Automaton", "EndsWithDFA", "ProductDFA", "visit_deadline"]
 
 #: Transition target meaning "no match is possible any more".
 DEAD = -1
@@ -316,6 +316,106 @@ class ProductDFA(Shared):
         self._ids[states] = len(self._tuples)
         self._tuples.append(states)
         return len(self._tuples) - 1
+
+
+class EndsWithDFA(Shared):
+    """The texts of ``inner`` whose last byte outside ``skip`` lies in ``allowed`` (with ``none``,
+    also those that hold no byte outside ``skip``).
+
+    A state is an inner state and a tag: no such byte read yet (0), the last one in
+    ``allowed`` (1) or not (2). The tag is a function of the text, so two texts with
+    different tags differ: that is what splits undeclared keys into groups that surely hold
+    different keys (``MemberSet.extra_groups``, ``skip`` the quotes, so the tag reads the key's
+    last character byte). An intersection would do the same as a product, searching every
+    pair; here liveness is a search over (inner state, tag) pairs of the inner automaton
+    alone, which for a key is small and finite (``max_states`` bounds it).
+    """
+
+    def __init__(
+        self, inner: Automaton, allowed: NDArray[np.bool_], skip: NDArray[np.bool_], none: bool, *, max_states: int,
+    ) -> None:
+        self.inner = inner
+        self._accepting = (True, True, False) if none else (False, True, False)  # by tag
+        self.max_states = max_states
+        self.unbounded = getattr(inner, "unbounded", False)
+        # per byte and tag, the tag after it
+        self._next_tag = np.where(skip[:, None], np.arange(3)[None, :], np.where(allowed, 1, 2)[:, None]).astype(np.int8)
+        self._ids: dict[tuple[int, int], int] = {}
+        self._states: list[tuple[int, int]] = []
+        self._rows: dict[int, NDArray[np.int32]] = {}
+        self._live: set[tuple[int, int]] = set()
+        self._dead: set[tuple[int, int]] = set()
+        self._lock = threading.RLock()
+        first = (inner.start, 0)
+        self.start = self._intern(first) if inner.start != DEAD and self._is_live(first) else DEAD
+
+    @property
+    def num_states(self) -> int:
+        return len(self._states)
+
+    def is_final(self, state: int) -> bool:
+        inner, tag = self._states[state]
+        return self._accepting[tag] and self.inner.is_final(inner)
+
+    def row(self, state: int) -> NDArray[np.int32]:
+        row = self._rows.get(state)
+        if row is not None:
+            return row
+        with self._lock:
+            row = np.full(256, DEAD, dtype=np.int32)
+            for successor, byte_mask in self._successors(self._states[state]):
+                if self._is_live(successor):
+                    row[byte_mask] = self._intern(successor)
+            self._rows[state] = row
+        return row
+
+    def _successors(self, key: tuple[int, int]) -> list[tuple[tuple[int, int], NDArray[np.bool_]]]:
+        inner, tag = key
+        targets = self.inner.row(inner)
+        tags = self._next_tag[:, tag]
+        usable = targets != DEAD
+        out = []
+        for target, new_tag in {(int(t), int(g)) for t, g in zip(targets[usable], tags[usable])}:
+            out.append(((target, new_tag), usable & (targets == target) & (tags == new_tag)))
+        return out
+
+    def _is_live(self, key: tuple[int, int]) -> bool:
+        """Whether an accepting pair is reachable (a search; what it learns is kept)."""
+        if key in self._live:
+            return True
+        if key in self._dead:
+            return False
+        parent: dict[tuple[int, int], tuple[int, int] | None] = {key: None}
+        pending = [key]
+        found = None
+        while pending:
+            current = pending.pop()
+            if current in self._live or (self._accepting[current[1]] and self.inner.is_final(current[0])):
+                found = current
+                break
+            for successor, _ in self._successors(current):
+                if successor not in parent and successor not in self._dead:
+                    parent[successor] = current
+                    pending.append(successor)
+            if len(parent) > self.max_states:
+                raise LimitExceededError(
+                    "max_dfa_states", self.max_states, "telling undeclared keys apart by their last byte",
+                )  # fmt: skip
+        if found is None:
+            self._dead.update(parent)
+            return False
+        step: tuple[int, int] | None = found
+        while step is not None:
+            self._live.add(step)
+            step = parent[step]
+        return True
+
+    def _intern(self, key: tuple[int, int]) -> int:
+        existing = self._ids.get(key)
+        if existing is None:
+            existing = self._ids[key] = len(self._states)
+            self._states.append(key)
+        return existing
 
 
 _DEAD_ROW = np.full(256, DEAD, dtype=np.int32)

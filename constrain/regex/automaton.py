@@ -30,11 +30,11 @@ from numpy.typing import NDArray
 
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
-from .algebra import DEAD, Automaton, ProductDFA, visit_deadline
+from .algebra import DEAD, Automaton, EndsWithDFA, ProductDFA, visit_deadline
 from .nested import NestedDFA
 from .tree import (
-    Alt, CharSet, Concat, Difference, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat,
-    Tick,
+    Alt, EndsWith, CharSet, Concat, Difference, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node,
+    Repeat, Tick,
 )
 from ..core.limits import Limits
 from ..core.utf8 import add_utf8_trie, byte_runs, clip_to_runs
@@ -302,7 +302,7 @@ class ByteNFA(Shared):
                 self._estimate(item) + self._estimate(node.separator) for item, _ in node.items
             ) + (self._estimate(node.extra) + self._estimate(node.separator) if node.extra is not None else 0)
         elif isinstance(node, MemberSet):
-            parts = [*node.items, node.separator, *([node.extra] if node.extra is not None else [])]
+            parts = [*node.items, node.separator, *([node.extra] if node.extra is not None else []), *node.extra_groups]
             size = 6 + 2 * len(parts) + sum(self._estimate(part) for part in parts)
             size += sum(self._estimate(again) + 1 for _, again in node.repeats)
         elif isinstance(node, Multiple):
@@ -311,7 +311,7 @@ class ByteNFA(Shared):
             size = self._estimate(node.node) + 5
         elif isinstance(node, Tick):
             size = 1
-        else:  # Nested, Intersect, Difference: one embedded state
+        else:  # Nested, Intersect, Difference, EndsWith: one embedded state
             size = 3
         if memo is not None:
             object.__setattr__(node, "_estimate", size)
@@ -396,6 +396,15 @@ class ByteNFA(Shared):
             level = LazyDFA(ByteNFA(node.level, self.limits, deadline=self._deadline, parts=self._parts))
             return self._embed(NestedDFA(level, max_states=self.limits.max_dfa_states,
                                          max_depth=self.limits.max_parser_stack))  # fmt: skip
+        if isinstance(node, EndsWith):
+            tagged = ("ends with", node, self._alphabet)
+            known = self._parts.get(tagged)
+            if known is None:
+                known = self._parts[tagged] = EndsWithDFA(
+                    self._part(node.node), _byte_mask(node.last), _byte_mask(node.skip), node.none,
+                    max_states=self.limits.max_dfa_states,
+                )  # fmt: skip
+            return self._embed(known)
         if isinstance(node, (Intersect, Difference)):
             key = ("product", node, self._alphabet)
             product = self._parts.get(key)
@@ -694,7 +703,7 @@ class ByteNFA(Shared):
         """
         n = len(node.items)
         if len(node.required) > (node.max_count if node.max_count is not None else n) or (
-            node.extra is None and node.min_count > n
+            node.extra is None and node.min_count > n + len(node.extra_groups)
         ) or (node.max_count is not None and node.min_count > node.max_count):
             entry, exit_ = self._state(), self._state()
             return entry, exit_  # the bounds exclude every object: no way through
@@ -704,6 +713,7 @@ class ByteNFA(Shared):
         items = [self._build(item) for item in node.items]
         sep_entry, sep_end = self._build(node.separator)
         extra = [self._build(node.extra)] if node.extra is not None else []
+        extra += [self._build(group) for group in node.extra_groups]
         repeats = [self._build(again) for _, again in node.repeats]
         top = len(self.edges)
         push, hub, choose, pop, exit_ = (self._state() for _ in range(5))
@@ -713,7 +723,7 @@ class ByteNFA(Shared):
         dependencies += tuple((1 << (n + j), 1 << i) for j, (i, _) in enumerate(node.repeats))
         spec = _SetSpec(n, sum(1 << i for i in node.required), node.min_count, node.max_count, cap, dependencies,
                         node.ordered, node.extra is not None, tuple(i for i, _ in node.repeats),
-                        node.condition, node.extras_once and node.extra is not None)  # fmt: skip
+                        node.condition, len(node.extra_groups))  # fmt: skip
         self._loops[hub] = (choose, hub, base, top)
         self.ops[push] = ("set_push", 0, None)
         self.ops[hub] = ("set_hub", 0, None, spec)
@@ -841,7 +851,8 @@ def _nests(node: Node, memo: dict[int, bool]) -> bool:
             known = True
         else:
             children: list[Any] = []
-            for name in ("parts", "options", "items", "node", "separator", "extra", "base", "minus", "repeats"):
+            for name in ("parts", "options", "items", "node", "separator", "extra", "extra_groups", "base", "minus",
+                         "repeats"):
                 value = getattr(node, name, None)
                 children += value if isinstance(value, tuple) else [value]
             # Members' items are (node, required), a member set's repeats (item, node)
@@ -849,6 +860,13 @@ def _nests(node: Node, memo: dict[int, bool]) -> bool:
             known = any(_nests(c, memo) for c in flat if isinstance(c, _NODE_TYPES))
         memo[id(node)] = known
     return known
+
+
+def _byte_mask(ranges: tuple[tuple[int, int], ...]) -> NDArray[np.bool_]:
+    mask = np.zeros(256, dtype=bool)
+    for low, high in ranges:
+        mask[low : high + 1] = True
+    return mask
 
 
 @lru_cache(maxsize=1024)
@@ -873,7 +891,7 @@ def _charset_shape(ranges: tuple[tuple[int, int], ...], alphabet: bytes) -> tupl
 
 #: A repeat whose copies would exceed this many NFA states uses a counter instead.
 _COPY_BUDGET = 256
-_NODE_TYPES = (Alt, CharSet, Concat, Difference, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Repeat)
+_NODE_TYPES = (Alt, EndsWith, CharSet, Concat, Difference, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Repeat)
 #: Estimated NFA states from which a part is built on first visit (see ``ByteNFA``).
 _DEFER_STATES = 1024
 #: Sorts after every fragment that starts at the same state (``ByteNFA.loop_scope``).
@@ -902,22 +920,27 @@ class _SetSpec:
     has_extra: bool
     repeats: tuple[int, ...] = ()  # per repeat, its item: bit items + j, and no member counted
     condition: tuple[tuple[int, int], ...] = ()  # (present, absent) bit masks, one pair must hold at the end
-    extras_once: bool = False  # min_count counts the extras as one (MemberSet.extras_once): a bit says one came
+    groups: int = 0  # extras split by their key's last byte (MemberSet.extra_groups): a bit per group
 
     @property
     def width(self) -> int:
-        """The bits of ``seen``: one per item, then one per repeat, then "an extra came" (``extras_once``)."""
-        return self.items + len(self.repeats) + self.extras_once
+        """The bits of ``seen``: one per item, then one per repeat, then one per extra group."""
+        return self.items + len(self.repeats) + self.groups
 
     @property
-    def extra_bit(self) -> int:
-        return 1 << (self.items + len(self.repeats)) if self.extras_once else 0
+    def extras(self) -> int:
+        """How many extra items follow the items in ``choices``: the groups, or one plain extra."""
+        return self.groups or int(self.has_extra)
+
+    def group_bit(self, group: int) -> int:
+        return 1 << (self.items + len(self.repeats) + group)
 
     def distinct(self, seen: int, count: int) -> int:
-        """The members ``min_count`` reads: all of them, or with ``extras_once`` the items and one extra."""
-        if not self.extras_once:
+        """The members ``min_count`` reads: all of them, or with extra groups the items seen and
+        the groups seen (extras of one group may share a key: they count once)."""
+        if not self.groups:
             return count
-        return bin(seen & ((1 << self.items) - 1)).count("1") + bool(seen & self.extra_bit)
+        return bin(seen & ((1 << self.items) - 1)).count("1") + bin(seen >> (self.items + len(self.repeats))).count("1")
 
     def may_end(self, seen: int, count: int) -> bool:
         return (
@@ -963,13 +986,16 @@ class _SetSpec:
         total = count + bin(needed).count("1")
         if self.max_count is not None and total > self.max_count:
             return False
-        have = self.distinct(seen, count) + bin(needed).count("1")
-        if have >= self.min_count or (self.has_extra and not self.extras_once):
+        distinct = self.distinct(seen, count)
+        if distinct + bin(needed).count("1") >= self.min_count or self.has_extra:
             return True
         items = seen & ((1 << self.items) - 1)
         free = self.items - items.bit_length() if self.ordered else self.items - bin(items).count("1")
-        one_more = self.extras_once and not seen & self.extra_bit  # the one extra that still counts
-        return self.distinct(seen, count) + free + one_more - bin(absent & ~seen).count("1") >= self.min_count
+        free += self.groups - bin(seen >> (self.items + len(self.repeats))).count("1")  # each unseen group: one more
+        free -= bin(absent & ~seen).count("1")
+        if self.max_count is not None:  # each member to come adds one distinct at most
+            free = min(free, self.max_count - count)
+        return distinct + free >= self.min_count
 
     def choices(self, seen: int, count: int) -> list[int]:
         """The items (and ``items`` for an extra) that may come next."""
@@ -980,11 +1006,14 @@ class _SetSpec:
             unseen = not seen >> i if self.ordered else not seen >> i & 1
             if unseen and self.viable(seen | 1 << i, count + 1):
                 out.append(i)
-        if self.has_extra and self.viable(seen | self.extra_bit, count + 1):
+        if self.has_extra and not self.groups and self.viable(seen, count + 1):
             out.append(self.items)
+        for group in range(self.groups):  # a group may come again: its key may differ from the last one's
+            if self.viable(seen | self.group_bit(group), count + 1):
+                out.append(self.items + group)
         for j, i in enumerate(self.repeats):  # an earlier copy of item i's key: only before item i
             if not seen >> i & 1 and self.viable(seen | 1 << (self.items + j), count):
-                out.append(self.items + self.has_extra + j)
+                out.append(self.items + self.extras + j)
         return out
 
 
@@ -1001,11 +1030,13 @@ def _member_set(op: tuple[Any, ...], targets: list[int], counters: tuple[int, ..
         return [(targets[i], counters) for i in spec.choices(seen, count)]
     # "set_mark": item op[1] was read, or past the items an extra, or past that a repeat
     i = op[1]
-    if i >= spec.items + spec.has_extra:  # a repeated key: its bit, and no new member
-        seen |= 1 << (i - spec.has_extra)
+    if i >= spec.items + spec.extras:  # a repeated key: its bit, and no new member
+        seen |= 1 << (i - spec.extras)
     else:
-        seen |= 1 << i if i < spec.items else spec.extra_bit
+        seen |= 1 << i if i < spec.items else spec.group_bit(i - spec.items) if spec.groups else 0
         count = min(count + 1, spec.cap)
+        if spec.groups and spec.distinct(seen, count) >= spec.min_count:  # enough: which groups no longer matters
+            seen |= spec.group_bit(spec.groups) - spec.group_bit(0)
     return [(targets[0], counters[:-1] + (seen | count << spec.width,))]
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Union
 from ..core.utf8 import complement_ranges
 
 __all__ = [
-    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Intersect", "Difference", "MemberSet", "Multiple", "Nested", "Length", "Tick", "Node",
+    "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Intersect", "Difference", "EndsWith", "MemberSet", "Multiple", "Nested", "Length", "Tick", "Node",
     "EMPTY", "NOTHING", "literal", "seq", "alt", "optional", "render",
 ]  # fmt: skip
 
@@ -135,10 +135,12 @@ class MemberSet(_Composite):
     #: object ends only where the items seen match one ``(present, absent)`` pair of bit masks
     #: exactly on those bits. Empty: no such condition.
     condition: tuple[tuple[int, int], ...] = ()
-    #: ``min_count`` counts the extras as one member at most. A parser keeps one member per
-    #: repeated key (``{"a": 1, "a": 2}`` holds one), and whether two extras share a key is
-    #: more than an automaton can remember; declared items are tracked, so they count each.
-    extras_once: bool = False
+    #: Extras split by the last character byte of their key (each an :class:`EndsWith` of the
+    #: key), used instead of ``extra`` where ``min_count`` must count distinct keys: a parser
+    #: keeps one member per repeated key (``{"a": 1, "a": 2}`` holds one), and whether two
+    #: extras share a key is more than an automaton can remember, but keys of two groups
+    #: differ. So ``min_count`` counts the declared items seen plus the groups seen.
+    extra_groups: tuple["Node", ...] = ()
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,18 @@ class Difference(_Composite):
 
 
 @dataclass(frozen=True)
+class EndsWith(_Composite):
+    """Text of ``node`` whose last byte outside the ranges ``skip`` lies in the ranges ``last``
+    (inclusive byte ranges), or with ``none`` that holds no byte outside ``skip``: an
+    undeclared key of one group (see ``MemberSet.extra_groups``)."""
+
+    node: "Node"
+    last: tuple[tuple[int, int], ...]
+    skip: tuple[tuple[int, int], ...]
+    none: bool = False
+
+
+@dataclass(frozen=True)
 class Length(_Composite):
     """Text of ``node`` holding ``low`` to ``high`` (None: any number of) characters, counted by the
     :class:`Tick` marks inside it (``pattern`` with ``maxLength``).
@@ -208,10 +222,10 @@ class Tick:
 
 Node = Union[
     CharSet, Concat, Alt, Repeat, Literals, Members, MemberSet, Multiple, Nested, RuleRef, Intersect, Difference,
-    Length, Tick,
+    EndsWith, Length, Tick,
 ]
 
-for _cls in (Concat, Alt, Repeat, Members, MemberSet, Nested, Intersect, Difference, Length):
+for _cls in (Concat, Alt, Repeat, Members, MemberSet, Nested, Intersect, Difference, EndsWith, Length):
     setattr(_cls, "__hash__", _Composite.cached_hash)  # dataclass put its own there
 
 #: The empty string, and the empty language.
@@ -287,7 +301,7 @@ def render(node: Node) -> str:
         raise TypeError(f"rule {node.name!r} is recursive: no regex can express it")
     if isinstance(node, Tick):
         return ""
-    if isinstance(node, (Intersect, Difference, MemberSet, Multiple, Nested, Length)):
+    if isinstance(node, (Intersect, Difference, EndsWith, MemberSet, Multiple, Nested, Length)):
         raise TypeError("an intersection, a difference, a counted length, an unordered member set or a value "
                         "nested without bound has no Python regex text; the automaton builds it")
     raise TypeError(f"unknown regex node {node!r}")
