@@ -302,7 +302,8 @@ class ByteNFA(Shared):
                 self._estimate(item) + self._estimate(node.separator) for item, _ in node.items
             ) + (self._estimate(node.extra) + self._estimate(node.separator) if node.extra is not None else 0)
         elif isinstance(node, MemberSet):
-            parts = [*node.items, node.separator, *([node.extra] if node.extra is not None else []), *node.extra_groups]
+            parts = [*node.items, node.separator, *([node.extra] if node.extra is not None else []), *node.extra_groups,
+                     *(n for pair in node.checked_groups for n in pair)]
             size = 6 + 2 * len(parts) + sum(self._estimate(part) for part in parts)
             size += sum(self._estimate(again) + 1 for _, again in node.repeats)
         elif isinstance(node, Multiple):
@@ -703,7 +704,7 @@ class ByteNFA(Shared):
         """
         n = len(node.items)
         if len(node.required) > (node.max_count if node.max_count is not None else n) or (
-            node.extra is None and node.min_count > n + len(node.extra_groups)
+            node.extra is None and not node.checked_groups and node.min_count > n + len(node.extra_groups)
         ) or (node.max_count is not None and node.min_count > node.max_count):
             entry, exit_ = self._state(), self._state()
             return entry, exit_  # the bounds exclude every object: no way through
@@ -714,6 +715,7 @@ class ByteNFA(Shared):
         sep_entry, sep_end = self._build(node.separator)
         extra = [self._build(node.extra)] if node.extra is not None else []
         extra += [self._build(group) for group in node.extra_groups]
+        extra += [self._build(member) for pair in node.checked_groups for member in pair]  # checked, then any value
         repeats = [self._build(again) for _, again in node.repeats]
         top = len(self.edges)
         push, hub, choose, pop, exit_ = (self._state() for _ in range(5))
@@ -723,7 +725,7 @@ class ByteNFA(Shared):
         dependencies += tuple((1 << (n + j), 1 << i) for j, (i, _) in enumerate(node.repeats))
         spec = _SetSpec(n, sum(1 << i for i in node.required), node.min_count, node.max_count, cap, dependencies,
                         node.ordered, node.extra is not None, tuple(i for i, _ in node.repeats),
-                        node.condition, len(node.extra_groups))  # fmt: skip
+                        node.condition, len(node.extra_groups), len(node.checked_groups))  # fmt: skip
         self._loops[hub] = (choose, hub, base, top)
         self.ops[push] = ("set_push", 0, None)
         self.ops[hub] = ("set_hub", 0, None, spec)
@@ -851,8 +853,8 @@ def _nests(node: Node, memo: dict[int, bool]) -> bool:
             known = True
         else:
             children: list[Any] = []
-            for name in ("parts", "options", "items", "node", "separator", "extra", "extra_groups", "base", "minus",
-                         "repeats"):
+            for name in ("parts", "options", "items", "node", "separator", "extra", "extra_groups", "checked_groups",
+                         "base", "minus", "repeats"):
                 value = getattr(node, name, None)
                 children += value if isinstance(value, tuple) else [value]
             # Members' items are (node, required), a member set's repeats (item, node)
@@ -921,16 +923,23 @@ class _SetSpec:
     repeats: tuple[int, ...] = ()  # per repeat, its item: bit items + j, and no member counted
     condition: tuple[tuple[int, int], ...] = ()  # (present, absent) bit masks, one pair must hold at the end
     groups: int = 0  # extras split by their key's last byte (MemberSet.extra_groups): a bit per group
+    checked: int = 0  # a superset's checked groups (MemberSet.checked_groups): a "pending" bit per group
 
     @property
     def width(self) -> int:
-        """The bits of ``seen``: one per item, then one per repeat, then one per extra group."""
-        return self.items + len(self.repeats) + self.groups
+        """The bits of ``seen``: one per item, then one per repeat, then one per extra group or checked group."""
+        return self.items + len(self.repeats) + self.groups + self.checked
 
     @property
     def extras(self) -> int:
-        """How many extra items follow the items in ``choices``: the groups, or one plain extra."""
-        return self.groups or int(self.has_extra)
+        """How many extra items follow the items in ``choices``: the groups, two per checked group
+        (its value checked, then any value), or one plain extra."""
+        return self.groups or 2 * self.checked or int(self.has_extra)
+
+    @property
+    def pending(self) -> int:
+        """The bits of the checked groups whose last member held a value outside the schema."""
+        return ((1 << self.checked) - 1) << (self.items + len(self.repeats))
 
     def group_bit(self, group: int) -> int:
         return 1 << (self.items + len(self.repeats) + group)
@@ -945,6 +954,7 @@ class _SetSpec:
     def may_end(self, seen: int, count: int) -> bool:
         return (
             seen & self.required == self.required
+            and not seen & self.pending
             and self.distinct(seen, count) >= self.min_count
             and all(seen & needs == needs for bit, needs in self.dependencies if seen & bit)
             and (not self.condition or any(seen & present == present and not seen & absent
@@ -987,7 +997,7 @@ class _SetSpec:
         if self.max_count is not None and total > self.max_count:
             return False
         distinct = self.distinct(seen, count)
-        if distinct + bin(needed).count("1") >= self.min_count or self.has_extra:
+        if distinct + bin(needed).count("1") >= self.min_count or self.has_extra or self.checked:
             return True
         items = seen & ((1 << self.items) - 1)
         free = self.items - items.bit_length() if self.ordered else self.items - bin(items).count("1")
@@ -1011,6 +1021,8 @@ class _SetSpec:
         for group in range(self.groups):  # a group may come again: its key may differ from the last one's
             if self.viable(seen | self.group_bit(group), count + 1):
                 out.append(self.items + group)
+        if self.checked and self.viable(seen, count + 1):  # a pending bit never stops the object: a checked member clears it
+            out += range(self.items, self.items + 2 * self.checked)
         for j, i in enumerate(self.repeats):  # an earlier copy of item i's key: only before item i
             if not seen >> i & 1 and self.viable(seen | 1 << (self.items + j), count):
                 out.append(self.items + self.extras + j)
@@ -1033,7 +1045,11 @@ def _member_set(op: tuple[Any, ...], targets: list[int], counters: tuple[int, ..
     if i >= spec.items + spec.extras:  # a repeated key: its bit, and no new member
         seen |= 1 << (i - spec.extras)
     else:
-        seen |= 1 << i if i < spec.items else spec.group_bit(i - spec.items) if spec.groups else 0
+        if spec.checked and i >= spec.items:  # a checked group's member: its value checked (even) or any (odd)
+            bit = 1 << (spec.items + len(spec.repeats) + (i - spec.items) // 2)
+            seen = seen | bit if (i - spec.items) % 2 else seen & ~bit
+        else:
+            seen |= 1 << i if i < spec.items else spec.group_bit(i - spec.items) if spec.groups else 0
         count = min(count + 1, spec.cap)
         if spec.groups and spec.distinct(seen, count) >= spec.min_count:  # enough: which groups no longer matters
             seen |= spec.group_bit(spec.groups) - spec.group_bit(0)

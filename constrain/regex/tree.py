@@ -141,6 +141,12 @@ class MemberSet(_Composite):
     #: extras share a key is more than an automaton can remember, but keys of two groups
     #: differ. So ``min_count`` counts the declared items seen plus the groups seen.
     extra_groups: tuple["Node", ...] = ()
+    #: A superset's extras, where their values are checked: per group of the key's last byte
+    #: (as ``extra_groups``), a member with a value of the schema and one with any value. A
+    #: parser keeps a repeated key's last copy, so an earlier copy may hold any value; but a
+    #: member with a value outside the schema must be followed by a member of its group (its
+    #: key again, or another one: the superset only grows) before the object ends.
+    checked_groups: tuple[tuple["Node", "Node"], ...] = ()
 
 
 @dataclass(frozen=True)
