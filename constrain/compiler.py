@@ -359,12 +359,13 @@ def _storable() -> Storable:
 
     nodes: tuple[type, ...] = (
         tree.CharSet, tree.Concat, tree.Alt, tree.Repeat, tree.Literals, tree.Members, tree.RuleRef,
-        tree.MemberSet, tree.Multiple, tree.Nested, tree.Intersect, tree.Difference, tree.EndsWith, tree.Length,
-        tree.Tick,
+        tree.MemberSet, tree.Multiple, tree.Nested, tree.Intersect, tree.Difference, tree.EndsWith,
+        tree.Length, tree.Tick,
     )  # fmt: skip
     plain: tuple[type, ...] = (
         limits.Limits, cache.BoundedCache, regex_guide.RegexGuide, regex_index.TokenIndex, automaton.ByteNFA,
-        automaton.LazyDFA, automaton._SetSpec, algebra.ProductDFA, algebra.EndsWithDFA, nested.NestedDFA, cfg_guide.CFGGuide,
+        automaton.LazyDFA, automaton._SetSpec, algebra.ProductDFA, algebra.EndsWithDFA, nested.NestedDFA,
+        cfg_guide.CFGGuide,
         grammar.CompiledGrammar, grammar.Stacks, cfg_index.MaskIndex, lexer.EmitTable, lexer.LexerDFA,
         pyregex.PriorityNFA, lark_adapter.TerminalSpec, lark_adapter.Reduction,
         *lark_adapter.KEPT_LARK_CLASSES,  # the plain-data lark classes a compiled grammar keeps

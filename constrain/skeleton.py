@@ -42,7 +42,8 @@ def _has_rule_ref(node: Node) -> bool:
     if isinstance(node, Members):
         return any(has_rule_ref(i) for i, _ in node.items) or (node.extra is not None and has_rule_ref(node.extra))
     if isinstance(node, MemberSet):
-        return any(has_rule_ref(i) for i in (*node.items, *node.extra_groups, *(n for p in node.checked_groups for n in p))) or (
+        checked = (n for pair in node.checked_groups for n in pair)
+        return any(has_rule_ref(i) for i in (*node.items, *node.extra_groups, *checked)) or (
             node.extra is not None and has_rule_ref(node.extra))
     if isinstance(node, Intersect):
         return any(has_rule_ref(p) for p in node.parts)

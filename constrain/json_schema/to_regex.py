@@ -42,7 +42,7 @@ from ..core.limits import Limits
 from ..regex.nested import HOLE
 from ..regex.parse import parse_regex
 from ..regex.tree import (
-    EMPTY, NOTHING, CharSet, EndsWith, Difference, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat, RuleRef, Tick, alt, literal, optional,
+    EMPTY, NOTHING, CharSet, Difference, EndsWith, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat, RuleRef, Tick, alt, literal, optional,
     render, seq,
 )  # fmt: skip
 from .presence import IN, OUT, Presence, read as read_condition
@@ -1436,8 +1436,8 @@ class _Walker:
             if len({name for _, _, name, _ in members}) + len(groups) < low:
                 self.unsupported("minProperties", f"{pointer}/minProperties", (
                     f"{low} members need undeclared keys that surely differ, and these keys fall into "
-                    f"{len(groups)} groups by their last byte only (a repeated key is one member; keys that end "
-                    "alike may repeat)"))
+                    f"{len(groups)} groups by their last byte only (a repeated key is one member; keys "
+                    "that end alike may repeat)"))
                 low = 0
         body = MemberSet(
             tuple(m for m, _, _, _ in members), tuple(i for i, (_, r, _, _) in enumerate(members) if r), self.sep, extra,
@@ -1604,7 +1604,6 @@ class _Walker:
         return level
 
 
-#: Levels of a free-form value a superset spells exactly before "anything" (see ``any_value``).
 #: The groups that tell undeclared keys apart (see ``_Walker.extra_groups``), as ``(last, none)``
 #: for :class:`EndsWith` with the quotes skipped: the key's last byte modulo ``_KEY_GROUPS`` (so
 #: "feed1" to "feed6", or "a" to "h", each end a group of their own), and the empty key. Any
@@ -1618,6 +1617,7 @@ _KEY_BYTE_GROUPS: tuple[tuple[tuple[tuple[int, int], ...], bool], ...] = (
     *((tuple((b, b) for b in range(r, 256, _KEY_GROUPS) if b != 0x22), False) for r in range(_KEY_GROUPS)),
     ((), True),  # no byte but quotes: the empty key
 )
+#: Levels of a free-form value a superset spells exactly before "anything" (see ``any_value``).
 _SUPERSET_LEVELS = 2
 
 #: Where a free-form value nests another array or object (see :class:`Nested`).

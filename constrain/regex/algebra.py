@@ -332,14 +332,16 @@ class EndsWithDFA(Shared):
     """
 
     def __init__(
-        self, inner: Automaton, allowed: NDArray[np.bool_], skip: NDArray[np.bool_], none: bool, *, max_states: int,
+        self, inner: Automaton, allowed: NDArray[np.bool_], skip: NDArray[np.bool_], none: bool, *,
+        max_states: int,
     ) -> None:
         self.inner = inner
         self._accepting = (True, True, False) if none else (False, True, False)  # by tag
         self.max_states = max_states
         self.unbounded = getattr(inner, "unbounded", False)
-        # per byte and tag, the tag after it
-        self._next_tag = np.where(skip[:, None], np.arange(3)[None, :], np.where(allowed, 1, 2)[:, None]).astype(np.int8)
+        # per byte and tag, the tag after it: a skipped byte keeps it
+        after = np.where(allowed, 1, 2)[:, None]
+        self._next_tag = np.where(skip[:, None], np.arange(3)[None, :], after).astype(np.int8)
         self._ids: dict[tuple[int, int], int] = {}
         self._states: list[tuple[int, int]] = []
         self._rows: dict[int, NDArray[np.int32]] = {}

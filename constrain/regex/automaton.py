@@ -33,7 +33,7 @@ from ..errors import LimitExceededError
 from .algebra import DEAD, Automaton, EndsWithDFA, ProductDFA, visit_deadline
 from .nested import NestedDFA
 from .tree import (
-    Alt, EndsWith, CharSet, Concat, Difference, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node,
+    Alt, CharSet, Concat, Difference, EndsWith, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node,
     Repeat, Tick,
 )
 from ..core.limits import Limits
@@ -302,8 +302,8 @@ class ByteNFA(Shared):
                 self._estimate(item) + self._estimate(node.separator) for item, _ in node.items
             ) + (self._estimate(node.extra) + self._estimate(node.separator) if node.extra is not None else 0)
         elif isinstance(node, MemberSet):
-            parts = [*node.items, node.separator, *([node.extra] if node.extra is not None else []), *node.extra_groups,
-                     *(n for pair in node.checked_groups for n in pair)]
+            parts = [*node.items, node.separator, *([node.extra] if node.extra is not None else []),
+                     *node.extra_groups, *(n for pair in node.checked_groups for n in pair)]
             size = 6 + 2 * len(parts) + sum(self._estimate(part) for part in parts)
             size += sum(self._estimate(again) + 1 for _, again in node.repeats)
         elif isinstance(node, Multiple):
@@ -715,7 +715,7 @@ class ByteNFA(Shared):
         sep_entry, sep_end = self._build(node.separator)
         extra = [self._build(node.extra)] if node.extra is not None else []
         extra += [self._build(group) for group in node.extra_groups]
-        extra += [self._build(member) for pair in node.checked_groups for member in pair]  # checked, then any value
+        extra += [self._build(member) for pair in node.checked_groups for member in pair]  # checked, then any
         repeats = [self._build(again) for _, again in node.repeats]
         top = len(self.edges)
         push, hub, choose, pop, exit_ = (self._state() for _ in range(5))
@@ -853,8 +853,8 @@ def _nests(node: Node, memo: dict[int, bool]) -> bool:
             known = True
         else:
             children: list[Any] = []
-            for name in ("parts", "options", "items", "node", "separator", "extra", "extra_groups", "checked_groups",
-                         "base", "minus", "repeats"):
+            for name in ("parts", "options", "items", "node", "separator", "extra", "extra_groups",
+                         "checked_groups", "base", "minus", "repeats"):
                 value = getattr(node, name, None)
                 children += value if isinstance(value, tuple) else [value]
             # Members' items are (node, required), a member set's repeats (item, node)
@@ -893,7 +893,7 @@ def _charset_shape(ranges: tuple[tuple[int, int], ...], alphabet: bytes) -> tupl
 
 #: A repeat whose copies would exceed this many NFA states uses a counter instead.
 _COPY_BUDGET = 256
-_NODE_TYPES = (Alt, EndsWith, CharSet, Concat, Difference, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Repeat)
+_NODE_TYPES = (Alt, CharSet, Concat, Difference, EndsWith, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Repeat)
 #: Estimated NFA states from which a part is built on first visit (see ``ByteNFA``).
 _DEFER_STATES = 1024
 #: Sorts after every fragment that starts at the same state (``ByteNFA.loop_scope``).
