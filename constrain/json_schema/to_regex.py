@@ -1432,13 +1432,15 @@ class _Walker:
         if low >= 2 and not self.over and extra is not None:
             # minProperties counts distinct keys, and two undeclared keys may be one (a repeated
             # key): they count apart only where their last bytes differ (MemberSet.extra_groups)
-            groups, extra = self.extra_groups(declared, keys, additional, names_node, pointer), None
+            groups = self.extra_groups(declared, keys, additional, names_node, pointer)
             if len({name for _, _, name, _ in members}) + len(groups) < low:
                 self.unsupported("minProperties", f"{pointer}/minProperties", (
                     f"{low} members need undeclared keys that surely differ, and these keys fall into "
                     f"{len(groups)} groups by their last byte only (a repeated key is one member; keys "
                     "that end alike may repeat)"))
-                low = 0
+                low, groups = 0, ()  # dropped (lenient): the extras need no groups
+            else:
+                extra = None
         body = MemberSet(
             tuple(m for m, _, _, _ in members), tuple(i for i, (_, r, _, _) in enumerate(members) if r), self.sep, extra,
             low, high, tuple((index[n], tuple(index[x] for x in needs)) for n, needs in dependencies),

@@ -232,14 +232,7 @@ class ProductDFA(Shared):
                 raise LimitExceededError(
                     "timeout_s", self.timeout_s, "deciding whether an intersection or difference can still match",
                 )  # fmt: skip
-        if found is None:
-            self._dead.update(parent)
-            return False
-        step: Tuple | None = found
-        while step is not None:
-            self._live.add(step)
-            step = parent[step]
-        return True
+        return _learn(found, parent, self._live, self._dead)
 
     def _probe(self, states: Tuple) -> bool:
         """A witness found the cheap way: the first part's shortest completion, if the product takes it.
@@ -403,14 +396,7 @@ class EndsWithDFA(Shared):
                 raise LimitExceededError(
                     "max_dfa_states", self.max_states, "telling undeclared keys apart by their last byte",
                 )  # fmt: skip
-        if found is None:
-            self._dead.update(parent)
-            return False
-        step: tuple[int, int] | None = found
-        while step is not None:
-            self._live.add(step)
-            step = parent[step]
-        return True
+        return _learn(found, parent, self._live, self._dead)
 
     def _intern(self, key: tuple[int, int]) -> int:
         existing = self._ids.get(key)
@@ -418,6 +404,19 @@ class EndsWithDFA(Shared):
             existing = self._ids[key] = len(self._states)
             self._states.append(key)
         return existing
+
+
+def _learn(found: Any, parent: dict[Any, Any], live: set[Any], dead: set[Any]) -> bool:
+    """What a liveness search learned: the way from its start to ``found`` is live, or, where it
+    found nothing, everything it saw is dead. Returns whether the start is live."""
+    if found is None:
+        dead.update(parent)
+        return False
+    step = found
+    while step is not None:
+        live.add(step)
+        step = parent[step]
+    return True
 
 
 _DEAD_ROW = np.full(256, DEAD, dtype=np.int32)
