@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .regex.tree import (
     Alt, CharSet, Concat, Difference, Intersect, Length, Literals, Members, MemberSet, Nested, Node, Repeat, RuleRef, Tick,
-    seq,
+    nullable, seq,
 )
 
 __all__ = ["SkeletonWriter", "has_rule_ref", "joined", "lark_repeat", "nullable"]
@@ -140,20 +140,3 @@ def lark_repeat(inner: str, low: int, high: int | None) -> str:
     return f"{inner}~{low}..{high}" if low else f"({inner}~1..{high})?"
 
 
-def nullable(node: Node) -> bool:
-    """Whether ``node`` matches the empty string (Lark has no empty terminals)."""
-    if isinstance(node, CharSet):
-        return False
-    if isinstance(node, Literals):
-        return any(not o for o in node.options)
-    if isinstance(node, Concat):
-        return all(nullable(p) for p in node.parts)
-    if isinstance(node, Alt):
-        return any(nullable(o) for o in node.options)
-    if isinstance(node, Repeat):
-        return node.low == 0 or nullable(node.node)
-    if isinstance(node, Members):
-        return not any(required for _, required in node.items)
-    if isinstance(node, Length):
-        return node.low == 0 and nullable(node.node)
-    return isinstance(node, Tick)

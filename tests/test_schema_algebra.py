@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 
 import jsonschema
 import pytest
@@ -381,6 +382,33 @@ def test_an_end_anchor_first_leaves_only_what_matches_nothing() -> None:
         tree = schema_walk({"type": "string", "pattern": pattern}, SchemaOptions()).tree
         dfa = LazyDFA(ByteNFA(tree, Limits()))
         assert dfa.matches(b'""') is empty and not dfa.matches(b'"a"')
+
+
+#: (pattern, the same with ECMA-262's '$' written as Python's '\\Z'): '$' inside a group or an alternative.
+INNER_ENDS = [
+    (r"^(\/?((\.{2})|([a-z0-9\-]*))($|\/))*$", r"^(\/?((\.{2})|([a-z0-9\-]*))(\Z|\/))*\Z"),  # o65011
+    (r"a($|b)c?", r"a(\Z|b)c?"), (r"(x$)?y", r"(x\Z)?y"), (r"(a|$)+", r"(a|\Z)+"), (r"ab$|c$d", r"ab\Z|c\Zd"),
+    (r"x(?:$|,)*", r"x(?:\Z|,)*"), (r"(?i)z($|/)", r"(?i)z(\Z|/)"), (r"[$]($|\$)", r"[$](\Z|\$)"),
+    (r"^(a$|b){2,3}", r"^(a\Z|b){2,3}"), (r"(?:a|$)(?:$|x)", r"(?:a|\Z)(?:\Z|x)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("pattern", "python"), INNER_ENDS)
+def test_a_dollar_inside_a_pattern_is_the_end_of_the_string(pattern: str, python: str) -> None:
+    """ECMA-262's '$' (no m flag) asserts the end of the input wherever it stands: every text of
+    up to four characters over the patterns' own alphabet is judged as ``re.search`` judges it
+    with '$' written '\\Z' (Python's '$' also matches before a final newline: stricter here)."""
+    tree = schema_walk({"type": "string", "pattern": pattern}, SchemaOptions()).tree
+    dfa = LazyDFA(ByteNFA(tree, Limits()))
+    texts = ["".join(t) for n in range(5) for t in itertools.product("abxyz/.-$,\n", repeat=n)]
+    wrong = [t for t in texts if dfa.matches(json.dumps(t).encode()) != bool(re.search(python, t))]
+    assert not wrong, (pattern, wrong[:5])
+
+
+def test_a_dollar_that_is_no_end_stays_refused() -> None:
+    """With the m flag '$' also matches before each line end: no end of the text, so refused."""
+    with pytest.raises(constrain.UnsupportedSchemaError, match="anchor"):
+        schema_walk({"type": "string", "pattern": "(?m)a($|b)"}, SchemaOptions())
 
 
 def test_a_superset_holds_every_spelling_of_a_decimal() -> None:

@@ -40,7 +40,7 @@ from ..regex.algebra import DEAD
 from ..regex.automaton import ByteNFA, LazyDFA
 from ..core.limits import Limits
 from ..regex.nested import HOLE
-from ..regex.parse import parse_regex
+from ..regex.parse import parse_ecma_ends, parse_regex
 from ..regex.tree import (
     EMPTY, NOTHING, CharSet, Difference, EndsWith, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat, RuleRef, Tick, alt, literal, optional,
     render, seq,
@@ -1209,10 +1209,16 @@ class _Walker:
                 positive, inner, body = peeled
                 looks.append((positive, self.string_pattern(f"^(?:{inner})", pointer)))
             try:
-                tree = parse_regex(body, ecma=True) if body else EMPTY
+                free, ending = parse_ecma_ends(body) if body else (EMPTY, EMPTY)
             except PatternError as exc:
                 raise UnsupportedSchemaError("pattern", pointer, str(exc)) from None
-            option = seq(EMPTY if starts else anything, _json_escaped(tree), EMPTY if ends else anything)
+            before = EMPTY if starts else anything
+            if ends:  # the text ends with the body: a '$' inside may stand there too
+                option = seq(before, _json_escaped(ending))
+            elif ending is free:
+                option = seq(before, _json_escaped(free), anything)
+            else:  # more text may follow unless a '$' inside was used
+                option = alt(seq(before, _json_escaped(free), anything), seq(before, _json_escaped(ending)))
             wanted = [look for positive, look in looks if positive]
             unwanted = [alt(look, _RESPELLED_TEXT) for positive, look in looks if not positive]
             if wanted:

@@ -1109,6 +1109,9 @@ class LazyDFA(Shared):
         #: states move to the same targets (each character of a string interior), and the
         #: closure of a set of targets is the union of its members' closures, built once here.
         self._moves: dict[frozenset[VirtualState], int] = {}
+        #: An embedded automaton's row as runs of bytes with one successor, by (state, its state):
+        #: rows never change once built, and a product state recurs in many subset states.
+        self._embedded_runs: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
         self.sets: list[frozenset[VirtualState]] = []
         self.finals: list[bool] = []
         self.expanded = np.zeros(64, dtype=bool)
@@ -1219,8 +1222,10 @@ class LazyDFA(Shared):
         moves = [(lo, hi, (target, counters)) for q, counters in self.sets[state] for lo, hi, target in edges[q]]
         for q, counters in self.sets[state]:
             if q in embedded:
-                moves += [(lo, hi, (q, counters[:-1] + (inner,)))
-                          for lo, hi, inner in _runs_of(embedded[q].row(counters[-1]))]  # fmt: skip
+                runs = self._embedded_runs.get((q, counters[-1]))
+                if runs is None:
+                    runs = self._embedded_runs[q, counters[-1]] = _runs_of(embedded[q].row(counters[-1]))
+                moves += [(lo, hi, (q, counters[:-1] + (inner,))) for lo, hi, inner in runs]
         bounds: dict[int, list[tuple[bool, int, VirtualState]]] = {}
         for key, (lo, hi, move) in enumerate(moves):
             bounds.setdefault(lo, []).append((True, key, move))

@@ -17,10 +17,10 @@ from interegular import patterns as ip
 from interegular.utils.simple_parser import nomatch
 
 from ..errors import InvalidPatternError, NonRegularPatternError, PatternError
-from .tree import Alt, CharSet, Concat, Literals, Node, Repeat
+from .tree import EMPTY, NOTHING, Alt, CharSet, Concat, Literals, Node, Repeat, nullable
 from ..core.utf8 import codepoint_ranges
 
-__all__ = ["parse_regex", "literal_choice"]
+__all__ = ["parse_regex", "parse_ecma_ends", "literal_choice"]
 
 
 #: Escapes interegular doesn't read as Python does: ``\uXXXX``, ``\UXXXXXXXX``, ``\N{name}``, a
@@ -46,6 +46,24 @@ def parse_regex(pattern: str, *, ecma: bool = False) -> Node:
     whitespace (Unicode spaces such as U+00A0 and U+3000 too) and ``.`` leaves out every
     line terminator (``\\n``, ``\\r``, U+2028, U+2029); ``\\d`` and ``\\w`` are ASCII in both.
     """
+    return _parse(pattern, ecma, marks_ends=False)
+
+
+def parse_ecma_ends(pattern: str) -> tuple[Node, Node]:
+    """An ECMA-262 pattern whose ``$`` may stand anywhere (``^(a($|/))*$``): ``(free, ending)``.
+
+    In ECMA-262 (no ``m`` flag) ``$`` asserts the end of the input, so a text that uses one
+    inside the pattern ends right there, and what the pattern reads after it must match
+    nothing. ``free`` is the language of the pattern without its inner ``$`` (any text may
+    follow), ``ending`` the texts it matches with every ``$`` it uses at the text's end (no
+    text may follow); a pattern with no inner ``$`` returns its tree twice (the same object).
+    Python's ``$`` also matches before a final newline: ``ending`` leaves that out (stricter).
+    """
+    tree = _parse(pattern, True, marks_ends=True)
+    return (tree, tree) if not _holds_end(tree) else _split_ends(tree)
+
+
+def _parse(pattern: str, ecma: bool, *, marks_ends: bool) -> Node:
     if not isinstance(pattern, str):
         raise PatternError(f"a pattern must be a str, not {type(pattern).__name__}")
     try:
@@ -55,6 +73,8 @@ def parse_regex(pattern: str, *, ecma: bool = False) -> Node:
     except (OverflowError, RecursionError) as exc:  # a{4294967296}; thousands of nested groups
         raise InvalidPatternError(f"Python's re cannot read it: {exc}", pattern=pattern) from None
     body = _strip_anchors(_expand_escapes(_normalize(pattern)))
+    if marks_ends:
+        body = _mark_ends(body, pattern)
     try:
         # Not interegular's simplify(): it merges a group into its only child group and drops the
         # child's removed flags ('(?i)(?:(?-i:a))' matched 'A'); _convert nests flags itself.
@@ -252,6 +272,90 @@ def _strip_anchors(pattern: str) -> str:
         if (len(body) - len(body.rstrip("\\"))) % 2 == 0:  # an escaped '\$' is a literal dollar
             pattern = body
     return pattern
+
+
+#: Stands for an inner ``$`` while interegular parses (it reads no anchors, see ``parse_ecma_ends``):
+#: a private-use character. A pattern that holds that character itself keeps its ``$`` refused.
+_END_MARK = "\ue000"
+_END = CharSet(((0xE000, 0xE000),))
+
+
+def _mark_ends(body: str, pattern: str) -> str:
+    """``body`` with each ``$`` anchor (not escaped, not in a class) written as ``_END_MARK``."""
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        char = body[i]
+        if char == "\\":
+            out.append(body[i : i + 2])
+            i += 2
+            continue
+        if char == "[":
+            j = i + 1
+            while j < len(body) and body[j] != "]":
+                j += 2 if body[j] == "\\" else 1
+            out.append(body[i : j + 1])
+            i = j + 1
+            continue
+        out.append(_END_MARK if char == "$" else char)
+        i += 1
+    marked = "".join(out)
+    multiline = any("m" in flags.group(1) for flags in _FLAG_GROUP.finditer(body))
+    if marked != body and (_END_MARK in body or multiline):  # '$' would not be the end of the text
+        raise NonRegularPatternError(_NOT_REGULAR["'$'"], pattern=pattern)
+    return marked
+
+
+def _holds_end(node: Node) -> bool:
+    if node == _END:
+        return True
+    if isinstance(node, Concat):
+        return any(_holds_end(part) for part in node.parts)
+    if isinstance(node, Alt):
+        return any(_holds_end(option) for option in node.options)
+    return isinstance(node, Repeat) and _holds_end(node.node)
+
+
+def _split_ends(node: Node) -> tuple[Node, Node]:
+    """``(free, ending)`` of a parsed tree whose ``_END`` nodes are inner ``$`` (see ``parse_ecma_ends``).
+
+    ``free`` uses no ``$``; ``ending`` uses ``$`` only where the text ends: in a concatenation
+    either the head is free and the tail ends, or the head ends and the tail matches the empty
+    text with ``$`` allowed; in a repeat, free copies, then one that ends, then copies that
+    match the empty text (only possible if the ending copy's language holds it).
+    """
+    if node == _END:
+        return NOTHING, EMPTY
+    if isinstance(node, Alt):
+        pairs = [_split_ends(option) for option in node.options]
+        return _alt([free for free, _ in pairs]), _alt([ending for _, ending in pairs])
+    if isinstance(node, Concat):
+        free_tail, ending_tail = EMPTY, EMPTY
+        for part in reversed(node.parts):
+            free, ending = _split_ends(part)
+            head_free = _seq(free, ending_tail)
+            ending_tail = _alt([head_free, ending]) if nullable(ending_tail) else head_free
+            free_tail = _seq(free, free_tail)
+        return free_tail, ending_tail
+    if isinstance(node, Repeat):
+        free, ending = _split_ends(node.node)
+        repeated = Repeat(free, node.low, node.high) if free != NOTHING else EMPTY if node.low == 0 else NOTHING
+        if node.high == 0 or ending == NOTHING:
+            return repeated, repeated
+        before_low = 0 if nullable(ending) else max(node.low - 1, 0)
+        before_high = None if node.high is None else node.high - 1
+        before = Repeat(free, before_low, before_high) if free != NOTHING else EMPTY if before_low == 0 else NOTHING
+        return repeated, _alt([repeated, _seq(before, ending)])
+    return node, node
+
+
+def _seq(head: Node, tail: Node) -> Node:
+    return NOTHING if NOTHING in (head, tail) else tail if head == EMPTY else head if tail == EMPTY else Concat((head, tail))
+
+
+def _alt(options: list[Node]) -> Node:
+    kept = tuple(dict.fromkeys(o for o in options if o != NOTHING))
+    return NOTHING if not kept else kept[0] if len(kept) == 1 else Alt(kept)
 
 
 def _convert(node: object, flags: ip.REFlags, pattern: str, line_ends: frozenset[str]) -> Node:

@@ -16,7 +16,7 @@ from ..core.utf8 import complement_ranges
 
 __all__ = [
     "CharSet", "Concat", "Alt", "Repeat", "Literals", "Members", "RuleRef", "Intersect", "Difference", "EndsWith", "MemberSet", "Multiple", "Nested", "Length", "Tick", "Node",
-    "EMPTY", "NOTHING", "literal", "seq", "alt", "optional", "render",
+    "EMPTY", "NOTHING", "literal", "seq", "alt", "optional", "nullable", "render",
 ]  # fmt: skip
 
 
@@ -266,6 +266,25 @@ _INLINED_PARTS = 8
 def alt(*options: Node) -> Node:
     unique = tuple(dict.fromkeys(options))
     return unique[0] if len(unique) == 1 else Alt(unique)
+
+
+def nullable(node: Node) -> bool:
+    """Whether ``node`` matches the empty string (Lark has no empty terminals; an inner ``$`` splits there)."""
+    if isinstance(node, CharSet):
+        return False
+    if isinstance(node, Literals):
+        return any(not o for o in node.options)
+    if isinstance(node, Concat):
+        return all(nullable(p) for p in node.parts)
+    if isinstance(node, Alt):
+        return any(nullable(o) for o in node.options)
+    if isinstance(node, Repeat):
+        return node.low == 0 or nullable(node.node)
+    if isinstance(node, Members):
+        return not any(required for _, required in node.items)
+    if isinstance(node, Length):
+        return node.low == 0 and nullable(node.node)
+    return isinstance(node, Tick)
 
 
 def optional(node: Node) -> Node:
