@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar, cast
 
-from .errors import ConfigurationError, ConstrainError
+from .errors import ConfigurationError, ConstrainError, GrammarError, UnsupportedSchemaError
 from .json_schema.to_grammar import schema_to_grammar
 from .json_schema.refs import References
 from .json_schema.to_regex import SchemaOptions, WalkResult, load_schema, recursive_refs, schema_walk
@@ -145,7 +145,14 @@ class Compiler:
                     loaded, remotes=remotes, limits=limits or self.limits, alive=automata.alive, **options
                 )
                 walks.append(grammar.walk)
-                return self._build_grammar_of_trees(grammar.text, grammar.terminals, automata)
+                try:
+                    return self._build_grammar_of_trees(grammar.text, grammar.terminals, automata)
+                except GrammarError as exc:  # our own grammar, so the schema's fault, said in its terms
+                    raise UnsupportedSchemaError(
+                        "$ref", "#", "the grammar backend's LALR(1) parser cannot tell apart the branches of an "
+                        f"anyOf or oneOf around the recursive reference whose members share spellings",
+                        "no option drops it; max_recursion_depth=N unrolls the recursion into a regex instead",
+                    ) from None
 
             guide: RegexGuide | CFGGuide = self._cached_guide(
                 ("json_schema_grammar", text, settings, limits or self.limits), build

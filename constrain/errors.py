@@ -124,11 +124,11 @@ class SchemaError(ConstrainError, ValueError):
 class UnsupportedSchemaError(SchemaError):
     """A keyword the regex cannot enforce; ``keyword`` and ``pointer`` say which and where."""
 
-    def __init__(self, keyword: str, pointer: str, reason: str) -> None:
-        super().__init__(
-            f"{keyword!r} at {pointer or '#'} cannot be enforced: {reason}; "
-            "pass lenient=True to drop it (the guide then lists it in .dropped)"
-        )
+    def __init__(
+        self, keyword: str, pointer: str, reason: str,
+        remedy: str = "pass lenient=True to drop it (the guide then lists it in .dropped)",
+    ) -> None:
+        super().__init__(f"{keyword!r} at {pointer or '#'} cannot be enforced: {reason}; {remedy}")
         self.keyword = keyword
         self.pointer = pointer or "#"
 

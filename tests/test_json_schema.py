@@ -7,13 +7,14 @@ import random
 import re
 
 import jsonschema
+import numpy as np
 import pytest
 from pydantic import BaseModel, Field
 
 import constrain
 from constrain.json_schema import to_regex
 from constrain.json_schema.to_regex import SchemaOptions, schema_walk
-from constrain.regex.automaton import ByteNFA, LazyDFA
+from constrain.regex.automaton import DEAD, ByteNFA, LazyDFA
 from constrain.core.limits import Limits
 from constrain.testing import accepts, finished_walks, random_walk, token_text, tokenize_continuation
 
@@ -233,8 +234,8 @@ def test_annotations_are_ignored_and_listed(smollm2: object) -> None:
     assert guide.dropped == ()
     assert accepts(guide, tokenize_continuation(smollm2, '{"id": 7, "when": "any text"}'))
     assert not accepts(guide, tokenize_continuation(smollm2, '{"id": "7"}'))
-    with pytest.raises(constrain.UnsupportedSchemaError, match="'regex'"):  # defined by the spec: checked
-        to_regex({"type": "string", "format": "regex"})
+    with pytest.raises(constrain.UnsupportedSchemaError, match="'idn-email'"):  # defined by the spec: checked
+        to_regex({"type": "string", "format": "idn-email"})
 
 
 def test_older_draft_spellings() -> None:
@@ -477,6 +478,62 @@ def test_uri_and_pointer_formats_follow_their_rfcs(fmt: str) -> None:
         assert dfa.matches(f'"{text}"'.encode()), text
     for text in refused:
         assert not dfa.matches(f'"{text}"'.encode()), text
+
+
+#: Regexes seen in real instances (MaskBench: o16749, o53084, accelerator) and common ones, as values.
+REGEX_VALUES = [
+    r"""^\s*(it|describe)\(\s*['"]([^'"]+)['"]""", "^example$", "^value1|value2$", r"^\d{3}-\d{4}$",
+    r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$", r"(?:https?://)?[\w.-]+", r"a{0,3}?b*?", "",
+]
+#: Texts Python's re refuses to compile: a format "regex" must never let one through.
+NOT_REGEXES = ["(a", "a)", "a**", "[z-a]", "*", r"\1", "a{2,1}", "[a", "a|*", "^*", r"\b+", r"\q"]
+
+
+def test_the_regex_format_takes_regexes_re_compiles(smollm2: object) -> None:
+    """format "regex" is a regular part of the regex syntax (groups nested 3 deep, see
+    patterns._regex_syntax): every value a walk of the guide produces must compile in Python's
+    re (what jsonschema's format checker does), the listed real ones are accepted and the broken
+    ones refused, each spelled as the tokenizer spells it."""
+    schema = {"type": "string", "format": "regex"}
+    compiler = constrain.Compiler(smollm2)
+    guide = compiler.json_schema(schema)
+    checker = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    for value in REGEX_VALUES:
+        assert accepts(guide, tokenize_continuation(smollm2, json.dumps(value))), value
+    for value in NOT_REGEXES:
+        assert not checker.is_valid(value), value  # the oracle agrees they are broken
+        assert not accepts(guide, tokenize_continuation(smollm2, json.dumps(value))), value
+    rng = random.Random(7)
+    finished = 0
+    for _ in range(150):
+        ids, done = random_walk(guide, compiler.vocabulary, rng, max_tokens=40, eos_probability=0.5)
+        if done:
+            finished += 1
+            value = json.loads(token_text(compiler.vocabulary, ids))
+            assert checker.is_valid(value), value
+    assert finished > 20
+
+
+@pytest.mark.slow
+def test_every_text_of_the_regex_format_compiles() -> None:
+    """The same, byte by byte and many more: 3,000 random walks of the automaton, each byte drawn
+    from the live ones (ending, where it may, with probability 1/8); every value must compile."""
+    dfa = LazyDFA(ByteNFA(schema_walk({"type": "string", "format": "regex"}, SchemaOptions()).tree, Limits()))
+    rng = random.Random(11)
+    depths = []
+    for _ in range(3000):
+        state, spelled = dfa.start, bytearray()
+        while True:
+            live = np.flatnonzero(dfa.row(state) != DEAD)
+            if dfa.is_final(state) and (not len(live) or rng.random() < 0.125 or len(spelled) > 60):
+                break
+            byte = int(rng.choice(live[live < 0x80].tolist() or live.tolist()))  # mostly ASCII: the syntax
+            spelled.append(byte)
+            state = int(dfa.row(state)[byte])
+        value = json.loads(spelled.decode())
+        re.compile(value)  # a re.error here is a regex the format let through
+        depths.append(value.count("("))
+    assert max(depths) >= 3  # the walks did reach nested groups
 
 
 @pytest.mark.parametrize(("options", "names"), [

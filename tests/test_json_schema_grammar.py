@@ -273,6 +273,32 @@ def test_branches_with_the_same_optional_members_share_their_rules(smollm2: obje
     _judged_as_jsonschema_judges(smollm2, SAME_OPTIONAL, valid, invalid, seed=5)
 
 
+def _kind(tag: str, member: str) -> dict:
+    return {"type": "object", "properties": {"condition": {"type": "string"}, "name": {"type": "string"},
+            member: {"$ref": "#/$defs/node"}, "type": {"const": tag}}, "required": ["type"]}  # fmt: skip
+
+
+#: Tagged branches whose optional members differ (MaskBench accelerator, reduced): written as
+#: rules with different bodies, both take "condition" first, and an LALR(1) table cannot choose.
+TAGGED_LATE = {"$defs": {"node": {"anyOf": [_kind("A", "body"), _kind("B", "items"), {"type": "string"}]}},
+               "$ref": "#/$defs/node"}  # fmt: skip
+
+
+def test_branches_an_lalr_parser_cannot_tell_apart_are_refused_by_keyword(smollm2: object) -> None:
+    """Was a GrammarError naming rules the caller never wrote; now the schema's terms, a remedy
+    that works, and that remedy (unrolling) compiles and judges as jsonschema does."""
+    compiler = constrain.Compiler(smollm2)
+    with pytest.raises(constrain.UnsupportedSchemaError, match="max_recursion_depth") as caught:
+        compiler.json_schema(TAGGED_LATE, strict_properties=False)
+    assert caught.value.keyword == "$ref" and "lenient" not in str(caught.value)
+    unrolled = compiler.json_schema(TAGGED_LATE, strict_properties=False, max_recursion_depth=2)
+    validator = jsonschema.Draft202012Validator(TAGGED_LATE)
+    for value in [{"condition": "c", "type": "A", "body": "x"}, {"name": "n", "items": {"type": "A"}, "type": "B"},
+                  {"condition": "c", "type": "A", "items": 1}, {"type": "C"}]:  # fmt: skip
+        text = json.dumps(value)
+        assert accepts(unrolled, tokenize_continuation(smollm2, text)) is validator.is_valid(value), text
+
+
 #: Every key matches ".*", so no key is left to ``additionalProperties`` (absent: any value): the
 #: walk writes a terminal for such keys whose language is empty (MaskBench o48661's "drillDownMap").
 ALL_KEYS_BY_PATTERN = {

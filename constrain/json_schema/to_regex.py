@@ -48,7 +48,7 @@ from ..regex.tree import (
 from .presence import IN, OUT, Presence, read as read_condition
 from .refs import REWRITTEN, References, UnresolvedReference
 from .patterns import (
-    BOOLEAN, FORMATS, INTEGER, NEAR_DIGITS, NULL, NUMBER, STRING_CHAR, ZERO_BOUNDED, decimal_bound,
+    BOOLEAN, FORMATS, INTEGER, NEAR_DIGITS, NULL, NUMBER, STRING_CHAR, VALUE_FORMATS, ZERO_BOUNDED, decimal_bound,
     fraction_clear_of, integer_range,
 )
 
@@ -1166,7 +1166,7 @@ class _Walker:
         if fmt is not None and self.options.formats == "annotate":
             self.ignore("format", pointer)
             fmt = None
-        if fmt is not None and fmt not in FORMATS:
+        if fmt is not None and fmt not in FORMATS and fmt not in VALUE_FORMATS:
             if fmt in _SPEC_FORMATS:  # the spec defines it and validators check it: never pass it silently
                 self.unsupported("format", f"{pointer}/format", f"the format {fmt!r} is not implemented")
             else:
@@ -1183,7 +1183,9 @@ class _Walker:
         parts: list[Node] = []
         if low or high is not None:
             parts.append(Repeat(_ANY_CHAR, low, high))
-        if fmt is not None:
+        if fmt in VALUE_FORMATS:
+            parts.append(_json_escaped(_fragment(VALUE_FORMATS[fmt])))
+        elif fmt is not None:
             parts.append(_fragment(FORMATS[fmt]))
         if pattern is not None:
             parts.append(self.string_pattern(pattern, f"{pointer}/pattern"))
