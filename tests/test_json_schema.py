@@ -503,15 +503,10 @@ def test_the_regex_format_takes_regexes_re_compiles(smollm2: object) -> None:
     for value in NOT_REGEXES:
         assert not checker.is_valid(value), value  # the oracle agrees they are broken
         assert not accepts(guide, tokenize_continuation(smollm2, json.dumps(value))), value
-    rng = random.Random(7)
-    finished = 0
-    for _ in range(150):
-        ids, done = random_walk(guide, compiler.vocabulary, rng, max_tokens=40, eos_probability=0.5)
-        if done:
-            finished += 1
-            value = json.loads(token_text(compiler.vocabulary, ids))
-            assert checker.is_valid(value), value
-    assert finished > 20
+    texts = finished_walks(guide, compiler.vocabulary, random.Random(7), count=150, max_tokens=40, eos_probability=0.5)
+    assert len(texts) > 20
+    for text in texts:
+        assert checker.is_valid(json.loads(text)), text
 
 
 @pytest.mark.slow
