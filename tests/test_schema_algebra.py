@@ -419,6 +419,22 @@ def test_a_superset_holds_every_spelling_of_a_decimal() -> None:
     assert dfa.matches(b"[-1, -0.5]") and not dfa.matches(b"[94.90]") and not dfa.matches(b"[2.50]")
 
 
+def test_a_search_out_of_budget_says_so_instead_of_calling_the_schema_empty(smollm2: object) -> None:
+    """MaskBench Handwritten allOfPProp2: four distinct keys of four or more characters, each
+    with an "a", one with a "b". Satisfiable (jsonschema takes the instance below), but its
+    witness lies past any search budget, and the compile said "matches no string at all"."""
+    schema = {"type": "object", "minProperties": 4, "not": {"patternProperties": {"b": False}},
+              "allOf": [{"patternProperties": {"^.{1,3}$": False}, "additionalProperties": True},
+                        {"patternProperties": {"a": True}, "additionalProperties": False}]}  # fmt: skip
+    assert jsonschema.Draft202012Validator(schema).is_valid({"abbb": 0, "aaaa": 0, "aaaaa": 0, "aaaaaa": 0})
+    with pytest.raises(constrain.LimitExceededError) as caught:
+        constrain.Compiler(smollm2).json_schema(schema, strict_properties=False,
+                                                limits=constrain.Limits(max_search_states=64))  # fmt: skip
+    assert caught.value.limit == "max_search_states"
+    with pytest.raises(constrain.EmptyLanguageError):  # a proved empty language keeps its own error
+        constrain.Compiler(smollm2).json_schema({"type": "string", "minLength": 3, "pattern": "^a?$"})
+
+
 @pytest.mark.slow
 def test_a_witness_behind_long_required_keys_is_found() -> None:
     """A difference whose witness needs two long required keys (o27154, reduced): the budgeted

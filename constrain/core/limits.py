@@ -50,6 +50,11 @@ class Limits:
         Packed masks a guide keeps by state (a 128k vocabulary's mask is 16 KB), the most
         recently stored first; a grammar guide also keeps twice as many by stack
         signature. An evicted mask is computed again, equal: nothing raises.
+    ``max_search_states``
+        Tuples one liveness search of an intersection or difference may visit where a
+        part nests without bound (a free-form value), so that the search can end: past
+        it the tuple counts as dead (stricter, never weaker), and a pattern whose start
+        is judged so raises instead of calling itself empty.
     ``max_interned_stacks``
         Grammar guides only: distinct parser stacks a guide has met. A state names
         its stack by id, so stacks are kept for the guide's life, not evicted; the
@@ -74,6 +79,7 @@ class Limits:
     max_memo_entries: int = 200_000
     max_cached_masks: int = 4096
     max_interned_stacks: int = 1_000_000
+    max_search_states: int = 8192
 
     def __post_init__(self) -> None:
         # A bad limit would surface far from where it was set (a cache that refuses a size

@@ -90,12 +90,15 @@ class ProductDFA(Shared):
 
     def __init__(
         self, parts: list[Automaton], *, subtract: bool, max_states: int, timeout_s: float,
-        deadline: float | None = None,
+        search_budget: int = 8192, deadline: float | None = None,
     ) -> None:
         self.parts = parts
         self.subtract = subtract
         self.max_states = max_states
         self.timeout_s = timeout_s
+        self.search_budget = search_budget
+        #: Whether a search ran out of budget and counted a tuple dead unproved (see ``_is_live``).
+        self.gave_up = False
         self._ids: dict[Tuple, int] = {}
         self._tuples: list[Tuple] = []
         self._rows: dict[int, NDArray[np.int32]] = {}
@@ -219,7 +222,7 @@ class ProductDFA(Shared):
                 if successor not in parent and successor not in self._dead:
                     parent[successor] = current
                     push(successor, cost + (_OPENING_COST if k in deeper else 1))
-            if self.unbounded and len(parent) > _SEARCH_BUDGET:
+            if self.unbounded and len(parent) > self.search_budget:
                 # Past the budget a part may nest forever without ever agreeing with the others
                 # (any value minus arrays, after "["), so the search cannot end by exhaustion:
                 # this tuple counts as dead, unless the probe finds a witness. Over-constrained
@@ -227,6 +230,7 @@ class ProductDFA(Shared):
                 if self._probe(states):
                     return True
                 self._dead.add(states)
+                self.gave_up = True
                 return False
             if len(parent) % 64 == 0 and time.monotonic() > deadline:
                 raise LimitExceededError(
@@ -247,7 +251,7 @@ class ProductDFA(Shared):
         parent: dict[int, tuple[int, int] | None] = {states[0]: None}
         heap, end, tick = [(0, 0, states[0])], None, itertools.count(1)
         settled: set[int] = set()
-        while heap and len(parent) < _SEARCH_BUDGET:
+        while heap and len(parent) < self.search_budget:
             cost, _, state = heapq.heappop(heap)
             if state in settled:
                 continue
@@ -437,7 +441,5 @@ def _openings(columns: NDArray[np.int32], none: int) -> frozenset[int]:
     return frozenset(found)
 
 
-#: Tuples a liveness search may visit when a part has no finite state count (see ``_is_live``).
-_SEARCH_BUDGET = 8192
 #: The bytes a probe tries, printable ASCII first (JSON's own bytes).
 _PROBE_ORDER = (*range(0x20, 0x7F), *range(0x20), *range(0x7F, 0x100))

@@ -121,6 +121,11 @@ class ByteNFA(Shared):
         state.update(_templates={}, _nonempty_memo={}, _parts={})
         return state
 
+    def undecided(self) -> bool:
+        """Whether a product's liveness search ran out of ``max_search_states`` and counted a
+        tuple dead that it could not prove dead (see ``ProductDFA``)."""
+        return any(getattr(part, "gave_up", False) for part in self._parts.values())
+
     def loop_scope(self, q: int) -> tuple[int, ...]:
         """The counted loops whose body holds ``q``, outermost first.
 
@@ -414,7 +419,8 @@ class ByteNFA(Shared):
                 automata: list[Automaton] = [self._part(part) for part in parts]
                 product = self._parts[key] = ProductDFA(
                     automata, subtract=isinstance(node, Difference), max_states=self.limits.max_dfa_states,
-                    timeout_s=self.limits.timeout_s, deadline=self._deadline,
+                    timeout_s=self.limits.timeout_s, search_budget=self.limits.max_search_states,
+                    deadline=self._deadline,
                 )  # fmt: skip
             return self._embed(product)
         raise TypeError(f"unknown regex node {node!r}")

@@ -109,6 +109,12 @@ class TokenIndex(Shared):
         self._entries = 0
         self._utf8_loops: dict[int, bool] = {}
         self._lock = threading.RLock()
+        if dfa.start == DEAD and dfa.nfa.undecided():
+            raise LimitExceededError(
+                "max_search_states", self.limits.max_search_states,
+                "no text of an intersection or difference was found within the liveness search's budget: "
+                "the pattern may match nothing, or only texts far from its start; raise Limits.max_search_states",
+            )  # fmt: skip
         if dfa.start == DEAD:
             raise EmptyLanguageError("the pattern matches no string at all")
         if not vocabulary.spells_every_byte_alone:
