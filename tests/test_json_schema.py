@@ -480,6 +480,43 @@ def test_uri_and_pointer_formats_follow_their_rfcs(fmt: str) -> None:
         assert not dfa.matches(f'"{text}"'.encode()), text
 
 
+#: uniqueItems over items from a finite set, and arrays to judge (JSON equality: 1 and 1.0 are one value).
+UNIQUE_SCHEMAS = [
+    {"type": "array", "uniqueItems": True, "items": {"type": "string", "enum": ["GET", "POST", "PUT"]}},
+    {"type": "array", "uniqueItems": True, "items": {"enum": [1, 1.0, 2, "a", None, True]}, "minItems": 2},
+    {"type": "array", "uniqueItems": True, "items": {"type": "boolean"}, "maxItems": 1},
+    {"type": "array", "uniqueItems": True, "items": {"type": "integer", "enum": [1, 2, "x", 3.5]}},
+]
+UNIQUE_BANK = [
+    [], ["GET"], ["GET", "GET"], ["POST", "GET"], ["GET", "POST", "PUT"], ["GET", "POST", "PUT", "GET"], [1],
+    [1, 1.0], [1, 2], [2, 1], ["a", None, True], [True, 1], [True], [False, True], [True, True], [1, 2, 1], ["x"],
+    [3.5], [2, 1, 2],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", UNIQUE_SCHEMAS)
+def test_unique_items_from_a_finite_set_are_exact(smollm2: object, schema: dict) -> None:
+    """Each value at most once, in any order, as jsonschema judges it in both property modes and
+    both spacings; ``[1, 1.0]`` repeats a value. Valid arrays are accepted token by token."""
+    validator = jsonschema.Draft202012Validator(schema)
+    for strict in (True, False):
+        dfa = LazyDFA(ByteNFA(schema_walk(schema, SchemaOptions(strict_properties=strict)).tree, Limits()))
+        for value in UNIQUE_BANK:
+            for text in (json.dumps(value), json.dumps(value, separators=(",", ":"))):
+                assert dfa.matches(text.encode()) == validator.is_valid(value), (strict, text)
+    guide = constrain.Compiler(smollm2).json_schema(schema)
+    for value in UNIQUE_BANK:
+        if validator.is_valid(value):
+            assert accepts(guide, tokenize_continuation(smollm2, json.dumps(value))), value
+
+
+def test_unique_items_over_an_open_set_stay_refused_by_name() -> None:
+    with pytest.raises(constrain.UnsupportedSchemaError, match="uniqueItems.*at most 32 values"):
+        to_regex({"type": "array", "uniqueItems": True, "items": {"type": "string"}})
+    with pytest.raises(constrain.UnsupportedSchemaError, match="uniqueItems"):
+        to_regex({"type": "array", "uniqueItems": True, "items": {"enum": list(range(33))}})
+
+
 #: Regexes seen in real instances (MaskBench: o16749, o53084, accelerator) and common ones, as values.
 REGEX_VALUES = [
     r"""^\s*(it|describe)\(\s*['"]([^'"]+)['"]""", "^example$", "^value1|value2$", r"^\d{3}-\d{4}$",

@@ -384,8 +384,14 @@ def test_an_end_anchor_first_leaves_only_what_matches_nothing() -> None:
         assert dfa.matches(b'""') is empty and not dfa.matches(b'"a"')
 
 
-#: (pattern, the same with ECMA-262's '$' written as Python's '\\Z'): '$' inside a group or an alternative.
-INNER_ENDS = [
+#: (pattern, the same with ECMA-262's '^' and '$' written as Python's '\\A' and '\\Z'): anchors inside
+#: a group or an alternative (o65011; gradle-enterprise's certificate pattern opens with (?:^|\r?\n)).
+INNER_ANCHORS = [
+    (r"(?:^|,)a", r"(?:\A|,)a"), (r"b(^|x)", r"b(\A|x)"), (r"(^a|b$)+", r"(\Aa|b\Z)+"), (r"(^|$)", r"(\A|\Z)"),
+    (r"(?:^|\n)x(?:$|\n)", r"(?:\A|\n)x(?:\Z|\n)"), (r"(a|^){2,3}b", r"(a|\A){2,3}b"), (r"(^$|a)", r"(\A\Z|a)"),
+    (r"(?:a^|b)+c", r"(?:a\A|b)+c"), (r"x(^)*y", r"x(\A)*y"), (r"(^|a)(a|$)", r"(\A|a)(a|\Z)"),
+    (r"(?:^|/)(?:\.{2}|[a-z]*)(?:$|/)", r"(?:\A|/)(?:\.{2}|[a-z]*)(?:\Z|/)"), (r"((^|x)y)+$", r"((\A|x)y)+\Z"),
+
     (r"^(\/?((\.{2})|([a-z0-9\-]*))($|\/))*$", r"^(\/?((\.{2})|([a-z0-9\-]*))(\Z|\/))*\Z"),  # o65011
     (r"a($|b)c?", r"a(\Z|b)c?"), (r"(x$)?y", r"(x\Z)?y"), (r"(a|$)+", r"(a|\Z)+"), (r"ab$|c$d", r"ab\Z|c\Zd"),
     (r"x(?:$|,)*", r"x(?:\Z|,)*"), (r"(?i)z($|/)", r"(?i)z(\Z|/)"), (r"[$]($|\$)", r"[$](\Z|\$)"),
@@ -393,11 +399,12 @@ INNER_ENDS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("pattern", "python"), INNER_ENDS)
-def test_a_dollar_inside_a_pattern_is_the_end_of_the_string(pattern: str, python: str) -> None:
-    """ECMA-262's '$' (no m flag) asserts the end of the input wherever it stands: every text of
-    up to four characters over the patterns' own alphabet is judged as ``re.search`` judges it
-    with '$' written '\\Z' (Python's '$' also matches before a final newline: stricter here)."""
+@pytest.mark.parametrize(("pattern", "python"), INNER_ANCHORS)
+def test_anchors_inside_a_pattern_are_the_ends_of_the_string(pattern: str, python: str) -> None:
+    """ECMA-262's '^' and '$' (no m flag) assert the start and end of the input wherever they
+    stand: every text of up to four characters over the patterns' own alphabet is judged as
+    ``re.search`` judges it with them written '\\A' and '\\Z' (Python's '$' also matches before
+    a final newline: stricter here)."""
     tree = schema_walk({"type": "string", "pattern": pattern}, SchemaOptions()).tree
     dfa = LazyDFA(ByteNFA(tree, Limits()))
     texts = ["".join(t) for n in range(5) for t in itertools.product("abxyz/.-$,\n", repeat=n)]
@@ -405,10 +412,11 @@ def test_a_dollar_inside_a_pattern_is_the_end_of_the_string(pattern: str, python
     assert not wrong, (pattern, wrong[:5])
 
 
-def test_a_dollar_that_is_no_end_stays_refused() -> None:
-    """With the m flag '$' also matches before each line end: no end of the text, so refused."""
-    with pytest.raises(constrain.UnsupportedSchemaError, match="anchor"):
-        schema_walk({"type": "string", "pattern": "(?m)a($|b)"}, SchemaOptions())
+def test_anchors_that_are_no_ends_stay_refused() -> None:
+    """With the m flag '^' and '$' also match at each line end: no ends of the text, so refused."""
+    for pattern in ("(?m)a($|b)", "(?m)(a|^)b"):
+        with pytest.raises(constrain.UnsupportedSchemaError, match="anchor"):
+            schema_walk({"type": "string", "pattern": pattern}, SchemaOptions())
 
 
 def test_a_superset_holds_every_spelling_of_a_decimal() -> None:

@@ -40,7 +40,7 @@ from ..regex.algebra import DEAD
 from ..regex.automaton import ByteNFA, LazyDFA
 from ..core.limits import Limits
 from ..regex.nested import HOLE
-from ..regex.parse import parse_ecma_ends, parse_regex
+from ..regex.parse import Anchored, parse_ecma_anchored, parse_regex
 from ..regex.tree import (
     EMPTY, NOTHING, CharSet, Difference, EndsWith, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat, RuleRef, Tick, alt, literal, optional,
     render, seq,
@@ -1211,16 +1211,20 @@ class _Walker:
                 positive, inner, body = peeled
                 looks.append((positive, self.string_pattern(f"^(?:{inner})", pointer)))
             try:
-                free, ending = parse_ecma_ends(body) if body else (EMPTY, EMPTY)
+                tree = parse_ecma_anchored(body) if body else Anchored(EMPTY, EMPTY, EMPTY, EMPTY)
             except PatternError as exc:
                 raise UnsupportedSchemaError("pattern", pointer, str(exc)) from None
-            before = EMPTY if starts else anything
-            if ends:  # the text ends with the body: a '$' inside may stand there too
-                option = seq(before, _json_escaped(ending))
-            elif ending is free:
-                option = seq(before, _json_escaped(free), anything)
-            else:  # more text may follow unless a '$' inside was used
-                option = alt(seq(before, _json_escaped(free), anything), seq(before, _json_escaped(ending)))
+            if tree.whole is tree.free:  # no anchor inside: text around it where this side is open
+                option = seq(EMPTY if starts else anything, _json_escaped(tree.free), EMPTY if ends else anything)
+            else:  # an anchor inside may be used only where nothing stands on its side
+                options = [_json_escaped(tree.whole)]
+                if not ends:
+                    options.append(seq(_json_escaped(tree.starting), anything))
+                if not starts:
+                    options.append(seq(anything, _json_escaped(tree.ending)))
+                if not starts and not ends:
+                    options.append(seq(anything, _json_escaped(tree.free), anything))
+                option = alt(*options)
             wanted = [look for positive, look in looks if positive]
             unwanted = [alt(look, _RESPELLED_TEXT) for positive, look in looks if not positive]
             if wanted:
@@ -1238,8 +1242,13 @@ class _Walker:
             schema.pop("uniqueItems")
         contains = self.contains(schema, items, item, prefix, low, high, pointer)
         if "uniqueItems" in schema:
-            self.unsupported("uniqueItems", f"{pointer}/uniqueItems", "not expressible by the regex backend")
             schema.pop("uniqueItems")
+            values = _finite_values(items)
+            if not self.over and values is not None and not prefix and contains is None and item is not None:
+                return self.unique_array(items, values, low, high, pointer)
+            self.unsupported("uniqueItems", f"{pointer}/uniqueItems", "not expressible by the regex backend unless "
+                             f"the items are one of at most {_UNIQUE_VALUES} values (enum, const, boolean, null), "
+                             "with no prefixItems or contains beside")  # fmt: skip
         if contains is not None and contains[1]:
             return contains[0]
         if item is None:
@@ -1248,6 +1257,17 @@ class _Walker:
             return NOTHING
         array = self.plain_array(item, prefix, low, high)
         return array if contains is None else Intersect((array, contains[0]))
+
+    def unique_array(self, items: Any, values: list[Any], low: int, high: int | None, pointer: str) -> Node:
+        """``uniqueItems`` over items from a small finite set: each value at most once, in any order.
+
+        An array whose items are distinct values is a member set of the values (the automaton's
+        seen bits, as for an object's members), each item the spellings of one value that the
+        items schema takes; values equal as JSON (``1``, ``1.0``) are one value, so two of its
+        spellings never both appear.
+        """
+        nodes = tuple(self.node({"allOf": [items, {"const": value}]}, f"{pointer}/items") for value in values)
+        return self.wrap("[", MemberSet(nodes, (), self.sep, min_count=low, max_count=high), "]")
 
     def plain_array(self, item: Node | None, prefix: list[Node], low: int, high: int | None) -> Node:
         """Arrays of ``prefix`` elements, then ``item`` ones (None: no more), ``low`` to ``high`` long."""
@@ -2053,6 +2073,29 @@ def _json_type(value: Any) -> str:
     if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
         return "integer"
     return {float: "number", str: "string", list: "array", dict: "object", type(None): "null"}.get(type(value), "?")
+
+
+#: The most distinct values ``uniqueItems`` tracks, one seen bit each (see ``unique_array``).
+_UNIQUE_VALUES = 32
+
+
+def _finite_values(items: Any) -> list[Any] | None:
+    """The distinct JSON values (JSON equality) an items schema allows at most, where it names
+    them itself (``enum``, ``const``, ``type`` boolean or null); None otherwise or past ``_UNIQUE_VALUES``."""
+    if not isinstance(items, dict):
+        return None
+    if "const" in items:
+        values = [items["const"]]
+    elif isinstance(items.get("enum"), list):
+        values = items["enum"]
+    elif items.get("type") == "boolean":
+        values = [True, False]
+    elif items.get("type") == "null":
+        values = [None]
+    else:
+        return None
+    distinct = list({_json_key(v): v for v in values}.values())
+    return distinct if len(distinct) <= _UNIQUE_VALUES else None
 
 
 def _json_key(value: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
 from functools import lru_cache
 
 from interegular import patterns as ip
@@ -20,7 +21,7 @@ from ..errors import InvalidPatternError, NonRegularPatternError, PatternError
 from .tree import EMPTY, NOTHING, Alt, CharSet, Concat, Literals, Node, Repeat, nullable
 from ..core.utf8 import codepoint_ranges
 
-__all__ = ["parse_regex", "parse_ecma_ends", "literal_choice"]
+__all__ = ["Anchored", "parse_regex", "parse_ecma_anchored", "literal_choice"]
 
 
 #: Escapes interegular doesn't read as Python does: ``\uXXXX``, ``\UXXXXXXXX``, ``\N{name}``, a
@@ -46,24 +47,39 @@ def parse_regex(pattern: str, *, ecma: bool = False) -> Node:
     whitespace (Unicode spaces such as U+00A0 and U+3000 too) and ``.`` leaves out every
     line terminator (``\\n``, ``\\r``, U+2028, U+2029); ``\\d`` and ``\\w`` are ASCII in both.
     """
-    return _parse(pattern, ecma, marks_ends=False)
+    return _parse(pattern, ecma, marks_anchors=False)
 
 
-def parse_ecma_ends(pattern: str) -> tuple[Node, Node]:
-    """An ECMA-262 pattern whose ``$`` may stand anywhere (``^(a($|/))*$``): ``(free, ending)``.
+@dataclass(frozen=True)
+class Anchored:
+    """An ECMA-262 pattern whose ``^`` and ``$`` may stand anywhere (``(?:^|\\n)-----BEGIN``,
+    ``^(a($|/))*$``), as four languages: by which of its inner anchors a text may use.
 
-    In ECMA-262 (no ``m`` flag) ``$`` asserts the end of the input, so a text that uses one
-    inside the pattern ends right there, and what the pattern reads after it must match
-    nothing. ``free`` is the language of the pattern without its inner ``$`` (any text may
-    follow), ``ending`` the texts it matches with every ``$`` it uses at the text's end (no
-    text may follow); a pattern with no inner ``$`` returns its tree twice (the same object).
-    Python's ``$`` also matches before a final newline: ``ending`` leaves that out (stricter).
+    In ECMA-262 (no ``m`` flag) ``^`` asserts the start of the input and ``$`` its end. A
+    text that uses an inner ``$`` ends right there (what the pattern reads after it must
+    match nothing), and one that uses an inner ``^`` starts there. ``free`` uses neither (any
+    text may come before and after), ``starting`` only ``^`` (nothing before), ``ending`` only
+    ``$`` (nothing after), ``whole`` both. Without inner anchors the four are one tree. Python's
+    ``$`` also matches before a final newline: these leave that out (stricter).
     """
-    tree = _parse(pattern, True, marks_ends=True)
-    return (tree, tree) if not _holds_end(tree) else _split_ends(tree)
+
+    free: Node
+    starting: Node
+    ending: Node
+    whole: Node
 
 
-def _parse(pattern: str, ecma: bool, *, marks_ends: bool) -> Node:
+def parse_ecma_anchored(pattern: str) -> Anchored:
+    """The :class:`Anchored` languages of an ECMA-262 ``pattern`` (matched whole, see ``parse_regex``)."""
+    tree = _parse(pattern, True, marks_anchors=True)
+    if not _holds_anchor(tree, {}):
+        return Anchored(tree, tree, tree, tree)
+    memo: dict[tuple[int, bool, bool], Node] = {}
+    held: dict[int, bool] = {}
+    return Anchored(*(_anchored(tree, start, end, memo, held) for start, end in _SIDES))
+
+
+def _parse(pattern: str, ecma: bool, *, marks_anchors: bool) -> Node:
     if not isinstance(pattern, str):
         raise PatternError(f"a pattern must be a str, not {type(pattern).__name__}")
     try:
@@ -73,8 +89,8 @@ def _parse(pattern: str, ecma: bool, *, marks_ends: bool) -> Node:
     except (OverflowError, RecursionError) as exc:  # a{4294967296}; thousands of nested groups
         raise InvalidPatternError(f"Python's re cannot read it: {exc}", pattern=pattern) from None
     body = _strip_anchors(_expand_escapes(_normalize(pattern)))
-    if marks_ends:
-        body = _mark_ends(body, pattern)
+    if marks_anchors:
+        body = _mark_anchors(body, pattern)
     try:
         # Not interegular's simplify(): it merges a group into its only child group and drops the
         # child's removed flags ('(?i)(?:(?-i:a))' matched 'A'); _convert nests flags itself.
@@ -274,14 +290,16 @@ def _strip_anchors(pattern: str) -> str:
     return pattern
 
 
-#: Stands for an inner ``$`` while interegular parses (it reads no anchors, see ``parse_ecma_ends``):
-#: a private-use character. A pattern that holds that character itself keeps its ``$`` refused.
-_END_MARK = "\ue000"
-_END = CharSet(((0xE000, 0xE000),))
+#: Stand for an inner ``^`` and ``$`` while interegular parses (it reads no anchors, see
+#: ``Anchored``): private-use characters. A pattern that holds one itself keeps its anchors refused.
+_START_MARK, _END_MARK = "\ue001", "\ue000"
+_START, _END = CharSet(((0xE001, 0xE001),)), CharSet(((0xE000, 0xE000),))
+#: (start, end): which inner anchors a language lets a text use, in ``Anchored``'s field order.
+_SIDES = ((False, False), (True, False), (False, True), (True, True))
 
 
-def _mark_ends(body: str, pattern: str) -> str:
-    """``body`` with each ``$`` anchor (not escaped, not in a class) written as ``_END_MARK``."""
+def _mark_anchors(body: str, pattern: str) -> str:
+    """``body`` with each ``^`` and ``$`` anchor (not escaped, not in a class) written as a mark."""
     out: list[str] = []
     i = 0
     while i < len(body):
@@ -297,56 +315,97 @@ def _mark_ends(body: str, pattern: str) -> str:
             out.append(body[i : j + 1])
             i = j + 1
             continue
-        out.append(_END_MARK if char == "$" else char)
+        out.append(_START_MARK if char == "^" else _END_MARK if char == "$" else char)
         i += 1
     marked = "".join(out)
     multiline = any("m" in flags.group(1) for flags in _FLAG_GROUP.finditer(body))
-    if marked != body and (_END_MARK in body or multiline):  # '$' would not be the end of the text
-        raise NonRegularPatternError(_NOT_REGULAR["'$'"], pattern=pattern)
+    if marked != body and (_START_MARK in body or _END_MARK in body or multiline):  # no start or end of the text
+        raise NonRegularPatternError(_NOT_REGULAR["'$'" if _END_MARK in marked else "'^'"], pattern=pattern)
     return marked
 
 
-def _holds_end(node: Node) -> bool:
-    if node == _END:
-        return True
-    if isinstance(node, Concat):
-        return any(_holds_end(part) for part in node.parts)
-    if isinstance(node, Alt):
-        return any(_holds_end(option) for option in node.options)
-    return isinstance(node, Repeat) and _holds_end(node.node)
+def _holds_anchor(node: Node, held: dict[int, bool]) -> bool:
+    known = held.get(id(node))
+    if known is None:
+        if node in (_START, _END):
+            known = True
+        elif isinstance(node, Concat):
+            known = any(_holds_anchor(part, held) for part in node.parts)
+        elif isinstance(node, Alt):
+            known = any(_holds_anchor(option, held) for option in node.options)
+        else:
+            known = isinstance(node, Repeat) and _holds_anchor(node.node, held)
+        held[id(node)] = known
+    return known
 
 
-def _split_ends(node: Node) -> tuple[Node, Node]:
-    """``(free, ending)`` of a parsed tree whose ``_END`` nodes are inner ``$`` (see ``parse_ecma_ends``).
+def _anchored(
+    node: Node, start: bool, end: bool, memo: dict[tuple[int, bool, bool], Node], held: dict[int, bool]
+) -> Node:
+    """The texts ``node`` matches using inner ``^`` only if ``start`` and only before its first
+    character, ``$`` only if ``end`` and only after its last (see ``Anchored``).
 
-    ``free`` uses no ``$``; ``ending`` uses ``$`` only where the text ends: in a concatenation
-    either the head is free and the tail ends, or the head ends and the tail matches the empty
-    text with ``$`` allowed; in a repeat, free copies, then one that ends, then copies that
-    match the empty text (only possible if the ending copy's language holds it).
+    A concatenation ``p r`` splits its text ``x y``: an anchor of ``p`` may not face ``y`` nor
+    one of ``r`` face ``x``, so ``$`` in ``p`` needs ``y`` empty and ``^`` in ``r`` needs ``x``
+    empty. A repeat counts its copies: with one nonempty copy it is that copy's language, with
+    more the first may use ``^``, the last ``$``, those between neither; empty copies fill the
+    count where a copy's language holds the empty text (and may stand where their anchors hold).
     """
-    if node == _END:
-        return NOTHING, EMPTY
-    if isinstance(node, Alt):
-        pairs = [_split_ends(option) for option in node.options]
-        return _alt([free for free, _ in pairs]), _alt([ending for _, ending in pairs])
-    if isinstance(node, Concat):
-        free_tail, ending_tail = EMPTY, EMPTY
+    if not _holds_anchor(node, held):
+        return node
+    key = (id(node), start, end)
+    known = memo.get(key)
+    if known is not None:
+        return known
+    if node == _START:
+        result = EMPTY if start else NOTHING
+    elif node == _END:
+        result = EMPTY if end else NOTHING
+    elif isinstance(node, Alt):
+        result = _alt([_anchored(option, start, end, memo, held) for option in node.options])
+    elif isinstance(node, Concat):
+        tail = {sides: EMPTY for sides in _SIDES}  # the languages of the parts after this one
         for part in reversed(node.parts):
-            free, ending = _split_ends(part)
-            head_free = _seq(free, ending_tail)
-            ending_tail = _alt([head_free, ending]) if nullable(ending_tail) else head_free
-            free_tail = _seq(free, free_tail)
-        return free_tail, ending_tail
-    if isinstance(node, Repeat):
-        free, ending = _split_ends(node.node)
-        repeated = Repeat(free, node.low, node.high) if free != NOTHING else EMPTY if node.low == 0 else NOTHING
-        if node.high == 0 or ending == NOTHING:
-            return repeated, repeated
-        before_low = 0 if nullable(ending) else max(node.low - 1, 0)
-        before_high = None if node.high is None else node.high - 1
-        before = Repeat(free, before_low, before_high) if free != NOTHING else EMPTY if before_low == 0 else NOTHING
-        return repeated, _alt([repeated, _seq(before, ending)])
-    return node, node
+            here = {}
+            for s, e in _SIDES:
+                head_open, head = _anchored(part, s, False, memo, held), _anchored(part, s, e, memo, held)
+                options = [_seq(head_open, tail[False, e])]
+                if nullable(tail[False, e]):
+                    options.append(head)  # a '$' of the head: the tail reads nothing
+                if nullable(head_open):
+                    options.append(tail[s, e])  # a '^' of the tail: the head read nothing
+                if nullable(head) and nullable(tail[s, e]):
+                    options.append(EMPTY)
+                here[s, e] = _alt(options)
+            tail = here
+        result = tail[start, end]
+    elif isinstance(node, Repeat):
+        result = _anchored_repeat(node, start, end, memo, held)
+    else:  # _holds_anchor finds anchors under the three kinds above only
+        result = node
+    memo[key] = result
+    return result
+
+
+def _anchored_repeat(
+    node: Repeat, start: bool, end: bool, memo: dict[tuple[int, bool, bool], Node], held: dict[int, bool]
+) -> Node:
+    if node.high == 0:
+        return EMPTY
+    plain = _anchored(node.node, False, False, memo, held)
+    first = _anchored(node.node, start, False, memo, held)
+    last = _anchored(node.node, False, end, memo, held)
+    only = _anchored(node.node, start, end, memo, held)
+    padded = nullable(plain) or nullable(first) or nullable(last)  # empty copies fill any count
+    options = [EMPTY] if node.low == 0 or nullable(only) else []
+    if padded or node.low <= 1:
+        options.append(only)
+    if node.high is None or node.high >= 2:
+        low = 0 if padded else max(node.low, 2) - 2
+        middle = Repeat(plain, low, None if node.high is None else node.high - 2) if plain != NOTHING else (
+            EMPTY if low == 0 else NOTHING)
+        options.append(_seq(_seq(first, middle), last))
+    return _alt(options)
 
 
 def _seq(head: Node, tail: Node) -> Node:
