@@ -419,6 +419,36 @@ def test_anchors_that_are_no_ends_stay_refused() -> None:
             schema_walk({"type": "string", "pattern": pattern}, SchemaOptions())
 
 
+#: Seven patterns, some never matching one key together ("^a", "^b"), some overlapping ("^a", "x$",
+#: "[0-9]"): one key language per set of patterns a key can match together, not 2^7.
+MANY_PATTERNS = {
+    "type": "object", "properties": {"ab1": {"type": "null"}},
+    "patternProperties": {"^a": {"type": "integer"}, "^b": {"type": "string"}, "^c": {"type": "boolean"},
+                          "x$": {"minimum": 2}, "^ab": {"maximum": 5}, "[0-9]": {"type": "number"},
+                          "^zz$": {"const": 0}},
+    "additionalProperties": {"type": "array"},
+}  # fmt: skip
+MANY_PATTERNS_BANK = [
+    {}, {"a": 1}, {"a": "s"}, {"ax": 1}, {"ax": 3}, {"ab": 6}, {"ab": 4}, {"abx": 4}, {"abx": 1}, {"b": "s"},
+    {"b": 1}, {"bx": "s"}, {"b1": "s"}, {"c": True}, {"c9": True}, {"cx": False}, {"zz": 0}, {"zz": 1},
+    {"zzx": 3}, {"q": []}, {"q": 1}, {"9": 1.5}, {"9x": 1}, {"9x": 2.5}, {"ab1": None}, {"ab1": 1}, {"a1x": 3},
+]  # fmt: skip
+
+
+def test_many_patterns_take_every_schema_they_match() -> None:
+    """Against jsonschema, both property modes: a key takes every pattern it matches, and only
+    additionalProperties' schema when it matches none (was refused past 4 patterns; MaskBench
+    o12335 and o12337 hold 19 and 22 patterns with distinct literal prefixes)."""
+    validator = jsonschema.Draft202012Validator(MANY_PATTERNS)
+    for strict in (True, False):
+        dfa = LazyDFA(ByteNFA(schema_walk(MANY_PATTERNS, SchemaOptions(strict_properties=strict)).tree, Limits()))
+        for value in MANY_PATTERNS_BANK:
+            assert dfa.matches(json.dumps(value).encode()) == validator.is_valid(value), (strict, value)
+    overlapping = {"type": "object", "patternProperties": {c: {"type": "integer"} for c in "abcdef"}}
+    with pytest.raises(constrain.UnsupportedSchemaError, match="more than 24 ways"):
+        schema_walk(overlapping, SchemaOptions())  # any key may hold any of the six letters: 63 sets
+
+
 def test_a_superset_holds_every_spelling_of_a_decimal() -> None:
     """Found by the schema fuzzer: ``not: {minimum: 0}`` let "94.90" through, a spelling of 94.9
     (a trailing zero) that the subtracted language missed."""

@@ -36,7 +36,7 @@ from urllib.parse import urldefrag
 from ..errors import (
     ConstrainError, LimitExceededError, PatternError, RecursiveSchemaError, SchemaError, UnsupportedSchemaError,
 )
-from ..regex.algebra import DEAD
+from ..regex.algebra import DEAD, ProductDFA
 from ..regex.automaton import ByteNFA, LazyDFA
 from ..core.limits import Limits
 from ..regex.nested import HOLE
@@ -1513,20 +1513,20 @@ class _Walker:
         Keys are spelled canonically (as ``json.dumps`` writes them), so one decoded key
         has one spelling and the differences are exact.
         """
-        if len(keys) > 4:
+        sets = _pattern_sets(len(keys), self.disjoint_patterns(keys))
+        if sets is None:
             self.unsupported("patternProperties", f"{pointer}/patternProperties",
-                             "more than 4 patterns (one key language per subset of them)")  # fmt: skip
-            keys = keys[:0]
+                             f"patterns that keys match together in more than {_KEY_CLASSES} ways "
+                             "(one key language per set of them)")  # fmt: skip
+            keys, sets = keys[:0], []
         declared_keys = Literals(tuple(json.dumps(n, ensure_ascii=False)[1:-1].encode() for n in declared))
         classes: list[tuple[Node, Any, str]] = []
-        for size in range(len(keys), 0, -1):
-            for chosen in itertools.combinations(range(len(keys)), size):
-                inside = Intersect(tuple(keys[i][0][0] for i in chosen)) if size > 1 else keys[chosen[0]][0][0]
-                outside = tuple(keys[i][0][0] for i in range(len(keys)) if i not in chosen)
-                minus = outside + ((declared_keys,) if declared else ())
-                where = f"{pointer}/patternProperties/{_escape_pointer(keys[chosen[0]][2])}"
-                classes.append((Difference(inside, minus) if minus else inside,
-                                _conjoin_all([keys[i][1] for i in chosen]), where))  # fmt: skip
+        for chosen, others in sets:
+            inside = Intersect(tuple(keys[i][0][0] for i in chosen)) if len(chosen) > 1 else keys[chosen[0]][0][0]
+            minus = tuple(keys[i][0][0] for i in others) + ((declared_keys,) if declared else ())
+            where = f"{pointer}/patternProperties/{_escape_pointer(keys[chosen[0]][2])}"
+            classes.append((Difference(inside, minus) if minus else inside,
+                            _conjoin_all([keys[i][1] for i in chosen]), where))  # fmt: skip
         if additional not in (None, False):
             rest = _other_key(declared)
             if keys:
@@ -1541,6 +1541,13 @@ class _Walker:
             if value != NOTHING:
                 options.append((key, value, sub is True or sub == {}))
         return options
+
+    def disjoint_patterns(self, keys: list[tuple[tuple[Node, LazyDFA], Any, str]]) -> set[tuple[int, int]]:
+        """Pairs ``(i, j)``, ``i < j``, of patterns no key matches both (their product is empty)."""
+        limits = self.limits
+        return {(i, j) for i, j in itertools.combinations(range(len(keys)), 2)
+                if ProductDFA([keys[i][0][1], keys[j][0][1]], subtract=False, max_states=limits.max_dfa_states,
+                              timeout_s=limits.timeout_s).start == DEAD}  # fmt: skip
 
     def extra_members(
         self, declared: list[str], keys: list[tuple[tuple[Node, LazyDFA], Any, str]], additional: Any,
@@ -2077,6 +2084,34 @@ def _json_type(value: Any) -> str:
 
 #: The most distinct values ``uniqueItems`` tracks, one seen bit each (see ``unique_array``).
 _UNIQUE_VALUES = 32
+
+
+#: The most key languages ``patternProperties`` builds: one per set of patterns keys match together.
+_KEY_CLASSES = 24
+
+
+def _pattern_sets(count: int, disjoint: set[tuple[int, int]]) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:
+    """The sets of patterns that one key may match together, largest first, each with the other
+    patterns that may still match its keys; None past ``_KEY_CLASSES`` sets.
+
+    A key matches a set of patterns and none of the others, so each set is a key language
+    of its own. A set with two disjoint patterns holds no key, and a pattern disjoint from
+    one in the set matches none of its keys: only sets of pairwise overlapping patterns
+    count, and only patterns that overlap all of a set are subtracted from it (19 patterns
+    with distinct literal prefixes are 19 classes, not 2^19).
+    """
+    overlap = [[i != j and (min(i, j), max(i, j)) not in disjoint for j in range(count)] for i in range(count)]
+    sets: list[tuple[int, ...]] = []
+    stack: list[tuple[int, ...]] = [(i,) for i in reversed(range(count))]
+    while stack:
+        chosen = stack.pop()
+        sets.append(chosen)
+        if len(sets) > _KEY_CLASSES:
+            return None
+        stack.extend(chosen + (j,) for j in reversed(range(chosen[-1] + 1, count)) if all(overlap[i][j] for i in chosen))
+    sets.sort(key=len, reverse=True)
+    return [(chosen, tuple(j for j in range(count) if j not in chosen and all(overlap[i][j] for i in chosen)))
+            for chosen in sets]  # fmt: skip
 
 
 def _finite_values(items: Any) -> list[Any] | None:
