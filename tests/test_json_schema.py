@@ -515,6 +515,8 @@ def test_unique_items_over_an_open_set_stay_refused_by_name() -> None:
         to_regex({"type": "array", "uniqueItems": True, "items": {"type": "string"}})
     with pytest.raises(constrain.UnsupportedSchemaError, match="uniqueItems"):
         to_regex({"type": "array", "uniqueItems": True, "items": {"enum": list(range(33))}})
+    at_most_one = {"type": "array", "uniqueItems": True, "items": {"type": "string"}, "maxItems": 1}
+    assert re.fullmatch(to_regex(at_most_one), '["a"]') and not re.fullmatch(to_regex(at_most_one), '["a", "b"]')
 
 
 #: Regexes seen in real instances (MaskBench: o16749, o53084, accelerator) and common ones, as values.

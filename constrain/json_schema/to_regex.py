@@ -1244,11 +1244,13 @@ class _Walker:
         if "uniqueItems" in schema:
             schema.pop("uniqueItems")
             values = _finite_values(items)
-            if not self.over and values is not None and not prefix and contains is None and item is not None:
-                return self.unique_array(items, values, low, high, pointer)
-            self.unsupported("uniqueItems", f"{pointer}/uniqueItems", "not expressible by the regex backend unless "
-                             f"the items are one of at most {_UNIQUE_VALUES} values (enum, const, boolean, null), "
-                             "with no prefixItems or contains beside")  # fmt: skip
+            at_most_one = (high is not None and high <= 1) or (item is None and len(prefix) <= 1)
+            if not at_most_one:  # (with one item at most there are no two to compare)
+                if not self.over and values is not None and not prefix and contains is None and item is not None:
+                    return self.unique_array(items, values, low, high, pointer)
+                self.unsupported("uniqueItems", f"{pointer}/uniqueItems", "not expressible by the regex backend "
+                                 f"unless the items are one of at most {_UNIQUE_VALUES} values (enum, const, boolean, "
+                                 "null), with no prefixItems or contains beside")  # fmt: skip
         if contains is not None and contains[1]:
             return contains[0]
         if item is None:
