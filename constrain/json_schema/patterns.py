@@ -11,7 +11,7 @@ import re
 from decimal import Decimal
 
 __all__ = [
-    "STRING_CHAR", "STRING", "INTEGER", "NUMBER", "ZERO_BOUNDED", "BOOLEAN", "NULL", "FORMATS", "VALUE_FORMATS", "integer_range", "decimal_bound",
+    "STRING_CHAR", "STRING", "INTEGER", "NUMBER", "ZERO_BOUNDED", "BOOLEAN", "NULL", "FORMATS", "REGEX_ATOM", "REGEX_QUANTIFIER", "REGEX_ANCHOR", "integer_range", "decimal_bound",
 ]
 
 # One *character* of a JSON string: a raw character (no quote, backslash or control),
@@ -138,36 +138,29 @@ _VARNAME = rf"(?:[A-Za-z0-9_]|{_PCT})(?:\.?(?:[A-Za-z0-9_]|{_PCT}))*"
 _VARSPEC = rf"{_VARNAME}(?::[1-9][0-9]{{0,3}}|\*)?"
 _URI_TEMPLATE = rf"(?:{_TEMPLATE_LITERAL}|\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\}})*"
 
-def _regex_syntax(depth: int) -> str:
-    """Regexes with groups nested at most ``depth`` deep, in a syntax ECMA-262 and Python's ``re`` share.
-
-    The language of valid regexes is not regular (groups nest without bound), so this is a
-    regular part of it, stricter on purpose: groups ``(…)`` and ``(?:…)``; ``.``, the class
-    escapes ``\\d \\w \\s`` and their negations, ``\\n \\r \\t \\f \\v``, an escaped syntax
-    character; classes whose ranges stay within the digits, the lower- or the upper-case
-    letters in order, a ``-`` otherwise only first, last or escaped, no ``&``, ``~`` and only
-    an escaped ``|``, ``[`` or ``^`` (Python warns about set operations, and reads a ``^``
-    first as a negation); ``* + ? {n} {n,} {0,m} {1,m}``, lazy or not, on anything but an
-    anchor; ``^``, ``$``, ``\\b``, ``\\B``. Every text of it compiles in ``re`` (what the
-    ``jsonschema`` library checks), and each construct is one ECMA-262 reads the same with or
-    without the ``u`` flag (no ECMA-262 engine checks that here).
-    """
-    special = r"\\^$.|?*+()\[\]{}"
-    escape = r"\\[dDwWsSnrtfv\\^$.|?*+()\[\]{}/]"
-    ranges = "|".join(
-        f"{chr(low)}-[{chr(low)}-{chr(high)}]" for first, last in ((48, 57), (97, 122), (65, 90))
-        for low, high in ((c, last) for c in range(first, last + 1))
-    )  # fmt: skip
-    item = rf"(?:[^\\\]\[\-^|&~]|\\[dDwWsSnrtfv\\\]\[\-^.$|?*+(){{}}/]|{ranges})"
-    number = "(?:0|[1-9][0-9]{0,2})"
-    quantifier = rf"(?:[*+?]|\{{{number},?\}}|\{{0,{number}\}}|\{{1,[1-9][0-9]{{0,2}}\}})\??"
-    atom = rf"(?:[^{special}]|\.|{escape}|\[\^?-?{item}+-?\])"
-    alternation = ""
-    for level in range(depth + 1):
-        group = rf"|\((?:\?:)?{alternation}\)" if level else ""
-        piece = rf"(?:(?:{atom}{group})(?:{quantifier})?|[$^]|\\[bB])"
-        alternation = rf"{piece}*(?:\|{piece}*)*"
-    return alternation
+# format "regex": regexes with groups nested at most a few deep (to_regex builds the nesting
+# from these pieces), in a syntax ECMA-262 and Python's ``re`` share. The language of valid
+# regexes is not regular (groups nest without bound), so this is a regular part of it, stricter
+# on purpose: groups ``(…)`` and ``(?:…)``; ``.``, the class escapes ``\d \w \s`` and their
+# negations, ``\n \r \t \f \v``, an escaped syntax character; classes whose ranges stay within
+# the digits, the lower- or the upper-case letters in order, a ``-`` otherwise only first, last
+# or escaped, no ``&``, ``~`` and only an escaped ``|``, ``[`` or ``^`` (Python warns about set
+# operations, and reads a ``^`` first as a negation); ``* + ? {n} {n,} {0,m} {1,m}``, lazy or
+# not, on anything but an anchor; ``^``, ``$``, ``\b``, ``\B``. Every text of it compiles in
+# ``re`` (what the ``jsonschema`` library checks), and each construct is one ECMA-262 reads the
+# same with or without the ``u`` flag (no ECMA-262 engine checks that here).
+_CLASS_RANGES = "|".join(
+    f"{chr(low)}-[{chr(low)}-{chr(last)}]" for first, last in ((48, 57), (97, 122), (65, 90))
+    for low in range(first, last + 1)
+)  # fmt: skip
+_CLASS_ITEM = rf"(?:[^\\\]\[\-^|&~]|\\[dDwWsSnrtfv\\\]\[\-^.$|?*+(){{}}/]|{_CLASS_RANGES})"
+_COUNT = "(?:0|[1-9][0-9]{0,2})"
+#: One character, class or escape of a regex (a group is built around these).
+REGEX_ATOM = rf"(?:[^\\^$.|?*+()\[\]{{}}]|\.|\\[dDwWsSnrtfv\\^$.|?*+()\[\]{{}}/]|\[\^?-?{_CLASS_ITEM}+-?\])"
+#: What may follow an atom or a group.
+REGEX_QUANTIFIER = rf"(?:[*+?]|\{{{_COUNT},?\}}|\{{0,{_COUNT}\}}|\{{1,[1-9][0-9]{{0,2}}\}})\??"
+#: A piece that takes no quantifier.
+REGEX_ANCHOR = r"[$^]|\\[bB]"
 
 
 #: String formats enforced by the regex (the content between the quotes, as JSON
@@ -191,12 +184,6 @@ FORMATS = {
     "json-pointer": _JSON_POINTER,
     "relative-json-pointer": _RELATIVE_JSON_POINTER,
     "uri-template": _URI_TEMPLATE,
-}
-
-
-#: String formats over the string's *value* (the walker adds JSON's escaping, as for ``pattern``).
-VALUE_FORMATS = {
-    "regex": _regex_syntax(3),
 }
 
 

@@ -48,8 +48,8 @@ from ..regex.tree import (
 from .presence import IN, OUT, Presence, read as read_condition
 from .refs import REWRITTEN, References, UnresolvedReference
 from .patterns import (
-    BOOLEAN, FORMATS, INTEGER, NEAR_DIGITS, NULL, NUMBER, STRING_CHAR, VALUE_FORMATS, ZERO_BOUNDED, decimal_bound,
-    fraction_clear_of, integer_range,
+    BOOLEAN, FORMATS, INTEGER, NEAR_DIGITS, NULL, NUMBER, REGEX_ANCHOR, REGEX_ATOM, REGEX_QUANTIFIER, STRING_CHAR,
+    ZERO_BOUNDED, decimal_bound, fraction_clear_of, integer_range,
 )
 
 __all__ = [
@@ -317,6 +317,30 @@ def recursive_refs(schema: Any, refs: References | None = None) -> frozenset[str
 def _fragment(pattern: str) -> Node:
     """Parse one of our own regex fragments once."""
     return parse_regex(pattern)
+
+
+@lru_cache(maxsize=None)
+def _regex_format() -> Node:
+    """``format: regex`` as JSON text (see ``patterns.REGEX_ATOM``): groups nested
+    ``_REGEX_DEPTH`` deep, each level built around the one inside it. A DAG built once, so the
+    automaton builder copies a shared level instead of rebuilding it, and its per-node caches
+    (``_estimate``, ``_nests``) hold across every use."""
+    atom = _json_escaped(_fragment(REGEX_ATOM))
+    quantified = optional(_json_escaped(_fragment(REGEX_QUANTIFIER)))
+    anchor = _json_escaped(_fragment(REGEX_ANCHOR))
+    alternation: Node | None = None
+    for _ in range(_REGEX_DEPTH + 1):
+        unit = atom if alternation is None else alt(atom, seq(literal("("), optional(literal("?:")), alternation,
+                                                              literal(")")))  # fmt: skip
+        pieces = Repeat(alt(seq(unit, quantified), anchor), 0, None)
+        alternation = seq(pieces, Repeat(seq(literal("|"), pieces), 0, None))
+    return alternation  # type: ignore[return-value]  # the loop runs at least once
+
+
+#: String formats over the string's *value*, built as trees (see ``type_string``).
+_VALUE_FORMATS = {"regex": _regex_format}
+#: How deep ``format: regex`` nests groups.
+_REGEX_DEPTH = 3
 
 
 class _Walker:
@@ -1166,7 +1190,7 @@ class _Walker:
         if fmt is not None and self.options.formats == "annotate":
             self.ignore("format", pointer)
             fmt = None
-        if fmt is not None and fmt not in FORMATS and fmt not in VALUE_FORMATS:
+        if fmt is not None and fmt not in FORMATS and fmt not in _VALUE_FORMATS:
             if fmt in _SPEC_FORMATS:  # the spec defines it and validators check it: never pass it silently
                 self.unsupported("format", f"{pointer}/format", f"the format {fmt!r} is not implemented")
             else:
@@ -1183,8 +1207,8 @@ class _Walker:
         parts: list[Node] = []
         if low or high is not None:
             parts.append(Repeat(_ANY_CHAR, low, high))
-        if fmt in VALUE_FORMATS:
-            parts.append(_json_escaped(_fragment(VALUE_FORMATS[fmt])))
+        if fmt in _VALUE_FORMATS:
+            parts.append(_VALUE_FORMATS[fmt]())
         elif fmt is not None:
             parts.append(_fragment(FORMATS[fmt]))
         if pattern is not None:

@@ -852,8 +852,14 @@ def _runs_of(row: NDArray[np.int32]) -> list[tuple[int, int, int]]:
 
 
 def _nests(node: Node, memo: dict[int, bool]) -> bool:
-    """Whether ``node`` holds a :class:`Nested` level anywhere (products' parts included)."""
-    known = memo.get(id(node))
+    """Whether ``node`` holds a :class:`Nested` level anywhere (products' parts included).
+
+    The answer depends on the node alone, so it is kept on the node (as ``_estimate`` is): a
+    schema's member values are checked for emptiness one automaton each, and a large value
+    (a ``format: regex`` string) was walked again for every one of them.
+    """
+    own = getattr(node, "__dict__", None)
+    known = memo.get(id(node)) if own is None else own.get("_nests")
     if known is None:
         if isinstance(node, Nested):
             known = True
@@ -866,7 +872,10 @@ def _nests(node: Node, memo: dict[int, bool]) -> bool:
             # Members' items are (node, required), a member set's repeats (item, node)
             flat = [x for c in children for x in (c if isinstance(c, tuple) else (c,))]
             known = any(_nests(c, memo) for c in flat if isinstance(c, _NODE_TYPES))
-        memo[id(node)] = known
+        if own is None:
+            memo[id(node)] = known
+        else:
+            object.__setattr__(node, "_nests", known)
     return known
 
 
