@@ -216,6 +216,16 @@ def test_whitespace_presets(smollm2: object) -> None:
                        tokenize_continuation(smollm2, '{"a":' + " " * 20 + "1}"))  # fmt: skip
 
 
+def test_annotations_inside_a_presence_condition_are_listed_too() -> None:
+    """A oneOf over required members is read as a truth table (presence.py), which reads only
+    the assertions: the unknown keywords inside were dropped without a word."""
+    schema = {"type": "object", "properties": {"image": {"type": "string"}, "build": {"type": "string"}},
+              "oneOf": [{"required": ["image"], "x-note": 1},
+                        {"required": ["build"], "properties": {"build": {"javaName": "B"}}}]}  # fmt: skip
+    walk = schema_walk(schema, SchemaOptions(strict_properties=False))
+    assert set(walk.ignored) >= {("x-note", "#/oneOf/0/x-note"), ("javaName", "#/oneOf/1/properties/build/javaName")}
+
+
 def test_annotations_are_ignored_and_listed(smollm2: object) -> None:
     """Keywords the spec does not define (and unknown formats) are annotations: ignored, never an error."""
     schema = {

@@ -486,7 +486,7 @@ class _Walker:
             return self.ref(schema, pointer)
         if "allOf" in schema:
             merged, apart = self.merge_all_of(schema, pointer)
-            presence = self.presence(merged, pointer, [b for _, b in apart]) if apart and not self.over else None
+            presence = self.presence(merged, pointer, apart) if apart and not self.over else None
             if presence is not None:  # the branches that stayed apart are conditions on members
                 return self.with_presence(merged, presence, pointer)
             side = self.unordered() if apart else self
@@ -796,7 +796,9 @@ class _Walker:
             excluded.append(Difference(holding, (self.unordered().node(sub, where),)))
         return Difference(rest, tuple(excluded)) if excluded else rest
 
-    def presence(self, schema: dict[str, Any], pointer: str, apart: Sequence[Any] = ()) -> Presence | None:
+    def presence(
+        self, schema: dict[str, Any], pointer: str, apart: Sequence[tuple[int, Any]] = ()
+    ) -> Presence | None:
         """``anyOf``/``oneOf``/``not``/``if`` beside an object's ``properties`` (and ``allOf``
         branches kept ``apart`` from the merge) that only say which members are there and of
         which class their values are, as a truth table (see :mod:`.presence`).
@@ -815,13 +817,34 @@ class _Walker:
             return None
         if "required" in rest and not isinstance(schema["required"], list):
             return None
-        if any(REWRITTEN & set(branch) for branch in apart if isinstance(branch, dict)):
+        if any(REWRITTEN & set(branch) for _, branch in apart if isinstance(branch, dict)):
             return None  # the walker's own dependentRequired, dependentSchemas, prefixItems: not a condition
-        whole = {"allOf": [{k: schema[k] for k in keys}, *apart]}
+        own = {k: schema[k] for k in keys}
+        whole = {"allOf": [own, *(branch for _, branch in apart)]}
         texts: dict[str, str] = {}
         classes: dict[str, Any] = {}
         formula = read_condition(whole, _ASSERTIONS - self.refs.lacks, texts, classes)  # the draft's keywords
-        return None if formula is None else Presence.of(formula, classes)
+        if formula is None:
+            return None
+        self.note_unread([(own, pointer), *((branch, f"{pointer}/allOf/{i}") for i, branch in apart)])
+        return Presence.of(formula, classes)
+
+    def note_unread(self, pending: list[tuple[Any, str]]) -> None:
+        """List in ``ignored`` the unknown keywords inside a condition read as a truth table:
+        :mod:`.presence` reads only the assertions, and the walk never visits these subschemas."""
+        while pending:
+            sub, at = pending.pop()
+            if not isinstance(sub, dict):
+                continue
+            for key, value in sub.items():
+                if key not in _ASSERTIONS and key not in _SPEC_ANNOTATIONS:
+                    self.ignore(key, at)
+                elif key in ("allOf", "anyOf", "oneOf") and isinstance(value, list):
+                    pending.extend((branch, f"{at}/{key}/{i}") for i, branch in enumerate(value))
+                elif key in ("not", "if", "then", "else"):
+                    pending.append((value, f"{at}/{key}"))
+                elif key == "properties" and isinstance(value, dict):
+                    pending.extend((v, f"{at}/properties/{_escape_pointer(name)}") for name, v in value.items())
 
     def with_presence(self, schema: dict[str, Any], presence: Presence, pointer: str) -> Node:
         """``schema`` without its condition keywords, the condition handed to its object type."""
