@@ -414,9 +414,12 @@ def test_anchors_inside_a_pattern_are_the_ends_of_the_string(pattern: str, pytho
 
 def test_anchors_that_are_no_ends_stay_refused() -> None:
     """With the m flag '^' and '$' also match at each line end: no ends of the text, so refused."""
-    for pattern in ("(?m)a($|b)", "(?m)(a|^)b"):
+    for pattern in ("(?m)a($|b)", "(?m)(a|^)b", "(a|$)\ue000"):  # the last holds the character that marks '$'
         with pytest.raises(constrain.UnsupportedSchemaError, match="anchor"):
             schema_walk({"type": "string", "pattern": pattern}, SchemaOptions())
+    literal = schema_walk({"type": "string", "pattern": "^a\ue001b$"}, SchemaOptions()).tree  # no anchor inside
+    dfa = LazyDFA(ByteNFA(literal, Limits()))
+    assert dfa.matches('"a\ue001b"'.encode()) and not dfa.matches(b'"ab"')  # the mark character is itself
 
 
 #: Seven patterns, some never matching one key together ("^a", "^b"), some overlapping ("^a", "x$",

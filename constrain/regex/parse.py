@@ -47,7 +47,7 @@ def parse_regex(pattern: str, *, ecma: bool = False) -> Node:
     whitespace (Unicode spaces such as U+00A0 and U+3000 too) and ``.`` leaves out every
     line terminator (``\\n``, ``\\r``, U+2028, U+2029); ``\\d`` and ``\\w`` are ASCII in both.
     """
-    return _parse(pattern, ecma, marks_anchors=False)
+    return _parse(pattern, ecma, marks_anchors=False)[0]
 
 
 @dataclass(frozen=True)
@@ -71,15 +71,16 @@ class Anchored:
 
 def parse_ecma_anchored(pattern: str) -> Anchored:
     """The :class:`Anchored` languages of an ECMA-262 ``pattern`` (matched whole, see ``parse_regex``)."""
-    tree = _parse(pattern, True, marks_anchors=True)
-    if not _holds_anchor(tree, {}):
+    tree, marked = _parse(pattern, True, marks_anchors=True)
+    if not marked:  # (a mark character the pattern holds itself is that character)
         return Anchored(tree, tree, tree, tree)
     memo: dict[tuple[int, bool, bool], Node] = {}
     held: dict[int, bool] = {}
     return Anchored(*(_anchored(tree, start, end, memo, held) for start, end in _SIDES))
 
 
-def _parse(pattern: str, ecma: bool, *, marks_anchors: bool) -> Node:
+def _parse(pattern: str, ecma: bool, *, marks_anchors: bool) -> tuple[Node, bool]:
+    """The tree, and whether inner anchors were marked in it (``marks_anchors``, see ``Anchored``)."""
     if not isinstance(pattern, str):
         raise PatternError(f"a pattern must be a str, not {type(pattern).__name__}")
     try:
@@ -89,13 +90,14 @@ def _parse(pattern: str, ecma: bool, *, marks_anchors: bool) -> Node:
     except (OverflowError, RecursionError) as exc:  # a{4294967296}; thousands of nested groups
         raise InvalidPatternError(f"Python's re cannot read it: {exc}", pattern=pattern) from None
     body = _strip_anchors(_expand_escapes(_normalize(pattern)))
+    marked = body
     if marks_anchors:
-        body = _mark_anchors(body, pattern)
+        marked = _mark_anchors(body, pattern)
     try:
         # Not interegular's simplify(): it merges a group into its only child group and drops the
         # child's removed flags ('(?i)(?:(?-i:a))' matched 'A'); _convert nests flags itself.
         # (interegular's parser methods are unannotated.)
-        parsed = (_EcmaParser if ecma else _Parser)(body).parse()  # type: ignore[no-untyped-call]
+        parsed = (_EcmaParser if ecma else _Parser)(marked).parse()  # type: ignore[no-untyped-call]
     except ip.Unsupported as exc:
         message = str(exc)
         feature = _NOT_REGULAR.get(message)
@@ -104,7 +106,7 @@ def _parse(pattern: str, ecma: bool, *, marks_anchors: bool) -> Node:
         raise PatternError(f"unsupported regex feature: {message} (pattern: {pattern[:80]!r})") from None
     except (ip.InvalidSyntax, Exception) as exc:  # interegular's parser signals some errors with bare exceptions
         raise InvalidPatternError(str(exc) or type(exc).__name__, pattern=pattern) from None
-    return _convert(parsed, ip.REFlags(0), pattern, _ECMA_LINE_ENDS if ecma else frozenset("\n"))
+    return _convert(parsed, ip.REFlags(0), pattern, _ECMA_LINE_ENDS if ecma else frozenset("\n")), marked != body
 
 
 def literal_choice(options: list[str] | tuple[str, ...]) -> Node:
