@@ -148,9 +148,11 @@ class Compiler:
                 try:
                     return self._build_grammar_of_trees(grammar.text, grammar.terminals, automata)
                 except GrammarError as exc:  # our own grammar, so the schema's fault, said in its terms
+                    if "LALR" not in str(exc):
+                        raise
                     raise UnsupportedSchemaError(
                         "$ref", "#", "the grammar backend's LALR(1) parser cannot tell apart the branches of an "
-                        f"anyOf or oneOf around the recursive reference whose members share spellings",
+                        "anyOf or oneOf around the recursive reference whose members share spellings",
                         "no option drops it; max_recursion_depth=N unrolls the recursion into a regex instead",
                     ) from None
 

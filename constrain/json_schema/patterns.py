@@ -163,9 +163,8 @@ REGEX_QUANTIFIER = rf"(?:[*+?]|\{{{_COUNT},?\}}|\{{0,{_COUNT}\}}|\{{1,[1-9][0-9]
 REGEX_ANCHOR = r"[$^]|\\[bB]"
 
 
-#: String formats enforced by the regex (the content between the quotes, as JSON
-#: spells it). Each is at
-#: least as strict as the ``jsonschema`` library's checker for the same format.
+#: String formats enforced by the regex (the content between the quotes, as JSON spells it).
+#: Each is at least as strict as the ``jsonschema`` library's checker for the same format.
 FORMATS = {
     "date": _DATE,
     "time": _TIME,

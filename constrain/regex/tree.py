@@ -269,7 +269,7 @@ def alt(*options: Node) -> Node:
 
 
 def nullable(node: Node) -> bool:
-    """Whether ``node`` matches the empty string (Lark has no empty terminals; an inner ``$`` splits there)."""
+    """Whether ``node`` matches the empty string (Lark has no empty terminals; inner anchors split a pattern there)."""
     if isinstance(node, CharSet):
         return False
     if isinstance(node, Literals):
