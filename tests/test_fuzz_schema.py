@@ -12,7 +12,8 @@ judge. Two properties, each against the independent oracle:
   values, so they are checked for soundness only).
 
 The standing test runs a bounded, derandomized number of examples; set
-``CONSTRAIN_FUZZ_EXAMPLES`` (``make fuzz``) for a long run.
+``CONSTRAIN_FUZZ_EXAMPLES`` (``make fuzz``) for a long run, and ``CONSTRAIN_FUZZ_SEED`` for other
+examples (a long run goes in chunks of seeds: hypothesis keeps every example it ran in memory).
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ import math
 import os
 import random
 from decimal import Decimal, InvalidOperation
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from oracles import ExactValidator
 
@@ -37,7 +40,8 @@ from constrain.regex.automaton import ByteNFA, LazyDFA
 from constrain.core.limits import Limits
 
 EXAMPLES = int(os.environ.get("CONSTRAIN_FUZZ_EXAMPLES", "25"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+SEED = os.environ.get("CONSTRAIN_FUZZ_SEED")
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=SEED is None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
 MODES = {"spec": SchemaOptions(strict_properties=False, property_order="any"), "default": SchemaOptions()}
 
@@ -177,7 +181,12 @@ def _integral_float(value: Any) -> bool:
 # ---------------------------------------------------------------------- properties
 
 
+def _seeded(test: Callable[..., None]) -> Callable[..., None]:
+    return hypothesis_seed(int(SEED))(test) if SEED is not None else test
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
+@_seeded
 @FUZZ
 @given(schema=_schemas(exact=False), seed=st.integers(0, 2**16))
 @pytest.mark.slow
@@ -201,6 +210,7 @@ def test_random_walks_validate(mode: str, schema: dict[str, Any], seed: int) -> 
         assert not errors, f"{text!r} accepted for {json.dumps(schema)}: {errors[0].message}"
 
 
+@_seeded
 @FUZZ
 @given(schema=_schemas(exact=True), values=st.lists(_VALUES, min_size=1, max_size=6))
 def test_valid_values_are_accepted(schema: dict[str, Any], values: list[Any]) -> None:
