@@ -412,21 +412,31 @@ class ByteNFA(Shared):
                 )  # fmt: skip
             return self._embed(known)
         if isinstance(node, (Intersect, Difference)):
-            key = ("product", node, self._alphabet)
-            product = self._parts.get(key)
-            if product is None:
-                parts = node.parts if isinstance(node, Intersect) else (node.base, *node.minus)
-                automata: list[Automaton] = [self._part(part) for part in parts]
-                product = self._parts[key] = ProductDFA(
-                    automata, subtract=isinstance(node, Difference), max_states=self.limits.max_dfa_states,
-                    timeout_s=self.limits.timeout_s, search_budget=self.limits.max_search_states,
-                    deadline=self._deadline,
-                )  # fmt: skip
-            return self._embed(product)
+            return self._embed(self._product(node))
         raise TypeError(f"unknown regex node {node!r}")
 
-    def _part(self, node: Node) -> "LazyDFA":
-        """The lazy automaton of one part of an intersection or difference (built once per value)."""
+    def _product(self, node: "Intersect | Difference") -> ProductDFA:
+        """The product automaton of an intersection or difference (built once per value)."""
+        key = ("product", node, self._alphabet)
+        product = self._parts.get(key)
+        if product is None:
+            parts = node.parts if isinstance(node, Intersect) else (node.base, *node.minus)
+            product = self._parts[key] = ProductDFA(
+                [self._part(part) for part in parts], subtract=isinstance(node, Difference),
+                max_states=self.limits.max_dfa_states, timeout_s=self.limits.timeout_s,
+                search_budget=self.limits.max_search_states, deadline=self._deadline,
+            )  # fmt: skip
+        return cast(ProductDFA, product)
+
+    def _part(self, node: Node) -> Automaton:
+        """The automaton of one part of an intersection or difference (built once per value).
+
+        A part that is itself a product is that product: wrapped in a lazy DFA of its own it
+        would be the same automaton state for state, at the price of a subset state, a closure
+        and a row copy per product state (a quarter of the parts of a nested ``not``/``anyOf``).
+        """
+        if isinstance(node, (Intersect, Difference)):
+            return self._product(node)
         key = ("part", node, self._alphabet)
         known = self._parts.get(key)
         if known is None:
