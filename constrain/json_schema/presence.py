@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Presence", "read", "ABSENT", "IN", "OUT", "MAX_NAMES", "MAX_ROWS", "MAX_VALUATIONS"]
+__all__ = ["Presence", "read", "dependent", "ABSENT", "IN", "OUT", "MAX_NAMES", "MAX_ROWS", "MAX_VALUATIONS"]
 
 #: A name's value in a valuation: absent, present (with a value in its class, where it has
 #: one), present with a value outside its class.
@@ -116,6 +116,12 @@ def read(
     return ("all", tuple(parts))
 
 
+def dependent(name: str, formula: Formula) -> Formula:
+    """``dependentSchemas: {name: …}`` as a formula: an object holding ``name`` satisfies
+    ``formula``; one without it, and every value that is no object, satisfies it anyway."""
+    return ("dependent", name, formula)
+
+
 def names_of(formula: Formula, out: list[str]) -> list[str]:
     """Every name the formula reads, in first-seen order."""
     kind = formula[0]
@@ -129,6 +135,10 @@ def names_of(formula: Formula, out: list[str]) -> list[str]:
             names_of(f, out)
     elif kind == "not":
         names_of(formula[1], out)
+    elif kind == "dependent":
+        if formula[1] not in out:
+            out.append(formula[1])
+        names_of(formula[2], out)
     elif kind == "if":
         for f in formula[1:]:
             names_of(f, out)
@@ -155,6 +165,8 @@ def holds(formula: Formula, value: dict[str, str] | None) -> bool:
         return sum(holds(f, value) for f in formula[1]) == 1
     if kind == "not":
         return not holds(formula[1], value)
+    if kind == "dependent":
+        return value is None or value[formula[1]] == ABSENT or holds(formula[2], value)
     if_, then, otherwise = formula[1:]
     return holds(then, value) if holds(if_, value) else holds(otherwise, value)
 

@@ -45,7 +45,7 @@ from ..regex.tree import (
     EMPTY, NOTHING, CharSet, Difference, EndsWith, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat, RuleRef, Tick, alt, literal, optional,
     render, seq,
 )  # fmt: skip
-from .presence import IN, OUT, Presence, read as read_condition
+from .presence import IN, OUT, Presence, dependent as depends_on, read as read_condition
 from .refs import REWRITTEN, References, UnresolvedReference
 from .patterns import (
     BOOLEAN, FORMATS, INTEGER, NEAR_DIGITS, NULL, NUMBER, REGEX_ANCHOR, REGEX_ATOM, REGEX_QUANTIFIER, STRING_CHAR,
@@ -799,9 +799,10 @@ class _Walker:
     def presence(
         self, schema: dict[str, Any], pointer: str, apart: Sequence[tuple[int, Any]] = ()
     ) -> Presence | None:
-        """``anyOf``/``oneOf``/``not``/``if`` beside an object's ``properties`` (and ``allOf``
-        branches kept ``apart`` from the merge) that only say which members are there and of
-        which class their values are, as a truth table (see :mod:`.presence`).
+        """``anyOf``/``oneOf``/``not``/``if``/``dependentSchemas`` beside an object's member
+        keywords (and ``allOf`` branches kept ``apart`` from the merge) that only say which
+        members are there and of which class their values are, as a truth table (see
+        :mod:`.presence`).
 
         ``oneOf: [{required: [image]}, {required: [build]}]`` says "exactly one of the two":
         a difference of whole object languages (a product searched on every first visit),
@@ -812,8 +813,11 @@ class _Walker:
         tracked by ``type_object`` as a member of its own, with the schema it would take.)
         """
         keys = [k for k in _CONDITION_KEYS if k in schema]
-        rest = set(schema) - set(keys)
-        if not (keys or apart) or rest - _PRESENCE_SIBLINGS or not isinstance(schema.get("properties"), dict):
+        dependent = schema.get("dependentSchemas", {})
+        rest = set(schema) - set(keys) - {"dependentSchemas"}
+        if not (keys or apart or dependent) or rest - _PRESENCE_SIBLINGS:
+            return None
+        if not isinstance(schema.get("properties", {}), dict) or not isinstance(dependent, dict):
             return None
         if "required" in rest and not isinstance(schema["required"], list):
             return None
@@ -823,11 +827,22 @@ class _Walker:
         whole = {"allOf": [own, *(branch for _, branch in apart)]}
         texts: dict[str, str] = {}
         classes: dict[str, Any] = {}
-        formula = read_condition(whole, _ASSERTIONS - self.refs.lacks, texts, classes)  # the draft's keywords
+        assertions = _ASSERTIONS - self.refs.lacks  # the draft's keywords
+        formula = read_condition(whole, assertions, texts, classes)
         if formula is None:
             return None
-        self.note_unread([(own, pointer), *((branch, f"{pointer}/allOf/{i}") for i, branch in apart)])
-        return Presence.of(formula, classes)
+        # dependentSchemas (or draft 7's dependencies, which the walker renamed): an object
+        # holding the name satisfies its schema; the same reading, guarded by the name's bit
+        parts = [formula]
+        for name, sub in dependent.items():
+            inner = read_condition(sub, assertions, texts, classes)
+            if inner is None:
+                return None
+            parts.append(depends_on(name, inner))
+        where = f"{pointer}/dependentSchemas"
+        self.note_unread([(own, pointer), *((branch, f"{pointer}/allOf/{i}") for i, branch in apart),
+                          *((sub, f"{where}/{_escape_pointer(name)}") for name, sub in dependent.items())])  # fmt: skip
+        return Presence.of(("all", tuple(parts)) if dependent else formula, classes)
 
     def note_unread(self, pending: list[tuple[Any, str]]) -> None:
         """List in ``ignored`` the unknown keywords inside a condition read as a truth table:
@@ -848,7 +863,7 @@ class _Walker:
 
     def with_presence(self, schema: dict[str, Any], presence: Presence, pointer: str) -> Node:
         """``schema`` without its condition keywords, the condition handed to its object type."""
-        for keyword in _CONDITION_KEYS:
+        for keyword in (*_CONDITION_KEYS, "dependentSchemas"):
             schema.pop(keyword, None)
         schema[_PRESENCE] = presence
         return self.typed_union(schema, pointer)
@@ -1775,7 +1790,10 @@ _PRESENCE = "$constrain:presence"
 #: The keywords a presence condition is read from, beside ``allOf`` branches.
 _CONDITION_KEYS = ("anyOf", "oneOf", "not", "if", "then", "else")
 #: Keywords beside a presence condition that leave it exact (``_Walker.presence``).
-_PRESENCE_SIBLINGS = frozenset({"type", "properties", "required", "additionalProperties", "maxProperties"})
+_PRESENCE_SIBLINGS = frozenset({
+    "type", "properties", "required", "additionalProperties", "maxProperties", "minProperties", "dependentRequired",
+    "patternProperties", "propertyNames",
+})  # fmt: skip
 
 
 def _past_rounding(value: float, above: bool) -> Decimal:
