@@ -1,7 +1,9 @@
 """Differential fuzzing of the JSON Schema front end against the ``jsonschema`` library.
 
-Hypothesis generates schemas from the keywords the walker enforces and JSON values to
-judge. Two properties, each against the independent oracle:
+Hypothesis generates schemas from the keywords the walker enforces (among them
+``patternProperties`` with ``propertyNames``, conditions on which members are there beside
+``dependentSchemas``/``dependentRequired``, ``uniqueItems`` over listed values, patterns with
+inner anchors) and JSON values to judge. Two properties, each against the independent oracle:
 
 * **soundness**: random walks through the schema's byte automaton (each step a random
   byte that keeps the text completable, stopping at random where it may) produce only
@@ -61,6 +63,12 @@ _VALUES = st.recursive(
 )
 
 
+_KEY_PATTERNS = st.sampled_from(["^a", "b", "^x-", "^[a-c]+$", "1$", "(^i|c$)"])
+_REQUIRED = st.lists(_NAMES, min_size=1, max_size=2, unique=True).map(lambda names: {"required": names})
+_PRESENCE = st.one_of(_REQUIRED, _REQUIRED.map(lambda r: {"not": r}),
+                      st.builds(lambda a, b: {"anyOf": [a, b]}, _REQUIRED, _REQUIRED))  # fmt: skip
+
+
 def _leaf_schemas() -> st.SearchStrategy[dict[str, Any]]:
     return st.one_of(
         st.builds(dict, type=st.sampled_from(["null", "boolean", "integer", "number", "string", "array", "object"])),
@@ -71,7 +79,11 @@ def _leaf_schemas() -> st.SearchStrategy[dict[str, Any]]:
         st.builds(lambda step: {"type": "number", "multipleOf": step}, st.sampled_from([0.5, 2, 3, 0.25, 1.5])),
         st.builds(lambda low, span: {"type": "string", "minLength": low, "maxLength": max(0, low + span)},
                   st.integers(0, 2), st.integers(-2, 2)),  # fmt: skip
-        st.builds(lambda p: {"type": "string", "pattern": p}, st.sampled_from(["^a", "b$", "^[a-c]+$", "1", "^$", "^[^a]$", "^.{2}$", "\\W", "^[^\"]+$"])),
+        st.builds(lambda p: {"type": "string", "pattern": p}, st.sampled_from(["^a", "b$", "^[a-c]+$", "1", "^$", "^[^a]$", "^.{2}$", "\\W", "^[^\"]+$",
+                                                                               "(^a|b)c", "a($|b)", "^(a(b|$))*$"])),  # inner anchors
+        st.builds(lambda values, low: {"type": "array", "items": {"enum": values}, "uniqueItems": True, "minItems": low},
+                  st.lists(_SCALARS, min_size=1, max_size=4), st.integers(0, 2)),  # fmt: skip
+        st.just({"type": "array", "items": {"type": ["boolean", "null"]}, "uniqueItems": True}),
         st.builds(lambda values: {"enum": values}, st.lists(_SCALARS, min_size=1, max_size=3)),
         st.builds(lambda value: {"const": value}, _SCALARS),
         st.just({}),
@@ -99,6 +111,20 @@ def _schemas(exact: bool) -> st.SearchStrategy[dict[str, Any]]:
                       st.dictionaries(_NAMES, inner, max_size=2), st.one_of(st.just(False), inner)),  # fmt: skip
             st.builds(lambda low, high: {"type": "object", "minProperties": low, "maxProperties": max(0, low + high)},
                       st.integers(0, 2), st.integers(-2, 2)),  # fmt: skip
+            st.builds(lambda props, patterns, extra, names: {
+                "type": "object", "properties": props, "patternProperties": patterns, "additionalProperties": extra,
+                **({} if names is None else {"propertyNames": names})},
+                st.dictionaries(_NAMES, inner, max_size=2), st.dictionaries(_KEY_PATTERNS, inner, min_size=1, max_size=3),
+                st.one_of(st.booleans(), inner), st.one_of(st.none(), st.sampled_from([{"maxLength": 2}, {"pattern": "^[a-c]"}]))),  # fmt: skip
+            # conditions on which members are there (read as a truth table over the member set's bits)
+            st.builds(lambda props, keyword, branches, dependent, needs, extra: {
+                "type": "object", "properties": props, keyword: branches, "dependentSchemas": dependent,
+                "dependentRequired": needs, **extra},
+                st.dictionaries(_NAMES, inner, max_size=3), st.sampled_from(["anyOf", "oneOf"]),
+                st.lists(_PRESENCE, min_size=1, max_size=3), st.dictionaries(_NAMES, _PRESENCE, max_size=2),
+                st.dictionaries(_NAMES, st.lists(_NAMES, max_size=2, unique=True), max_size=2),
+                st.sampled_from([{}, {"additionalProperties": False}, {"minProperties": 2}, {"maxProperties": 2},
+                                 {"patternProperties": {"^x": {"type": "integer"}}}])),  # fmt: skip
         ]
         if not exact:
             options += [
