@@ -51,8 +51,9 @@ from ..vocabulary import Vocabulary
 __all__ = ["DiskCache", "DiskCacheStats", "FORMAT_VERSION", "Storable"]
 
 #: Bumped whenever the file layout or the state of an allowed class changes meaning.
-#: 2: LazyDFA keeps its targets → state cache (_moves); 3: member sets count extras by key group.
-FORMAT_VERSION = 3
+#: 2: LazyDFA keeps its targets → state cache (_moves); 3: member sets count extras by key group;
+#: 4: lazy DFAs and products keep their rows as runs too (_runs).
+FORMAT_VERSION = 4
 
 #: The header line is JSON of a few short fields; a longer first line is not a header.
 _MAX_HEADER = 4096

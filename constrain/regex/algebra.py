@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
 
-__all__ = ["DEAD", "Automaton", "EndsWithDFA", "ProductDFA", "visit_deadline"]
+__all__ = ["DEAD", "Automaton", "EndsWithDFA", "ProductDFA", "row_runs", "runs_of", "visit_deadline"]
 
 #: Transition target meaning "no match is possible any more".
 DEAD = -1
@@ -74,7 +74,31 @@ class Automaton(Protocol):
 
     def is_final(self, state: int) -> bool: ...
 
-    # Optional: ``unbounded`` (True when the automaton has no finite state count).
+    # Optional: ``unbounded`` (True when the automaton has no finite state count), and
+    # ``runs(state)``, the row as runs of bytes (see ``runs_of``), where the part keeps them.
+
+
+Run = tuple[int, int, int]
+
+
+def runs_of(automaton: Automaton, state: int) -> list[Run]:
+    """``(low, high, target)`` for each run of bytes with one live successor, in byte order.
+
+    Rows are 256 successors, but a state has a few runs (a letter range, the digits,
+    everything but a quote): a product that merges its parts' runs names each successor
+    tuple once per run in a short loop, where numpy's fixed cost per call on whole rows was
+    half of a cold product walk. Automata that build their rows from runs keep them.
+    """
+    runs = getattr(automaton, "runs", None)
+    return runs(state) if runs is not None else row_runs(automaton.row(state))
+
+
+def row_runs(row: NDArray[np.int32]) -> list[Run]:
+    """The runs of equal live targets in a row of 256 successors (see ``runs_of``)."""
+    cuts = np.flatnonzero(np.diff(row)) + 1
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [256])) - 1
+    return [(int(lo), int(hi), int(row[lo])) for lo, hi in zip(starts, ends) if row[lo] != DEAD]
 
 
 Tuple = tuple[int, ...]
@@ -102,7 +126,8 @@ class ProductDFA(Shared):
         self._ids: dict[Tuple, int] = {}
         self._tuples: list[Tuple] = []
         self._rows: dict[int, NDArray[np.int32]] = {}
-        self._raw: dict[Tuple, tuple[NDArray[np.int32], list[Tuple]]] = {}
+        self._runs: dict[int, list[Run]] = {}
+        self._raw: dict[Tuple, tuple[NDArray[np.int32], list[Tuple], list[Run]]] = {}
         self._live: set[Tuple] = set()
         self._dead: set[Tuple] = set()
         self._lock = threading.RLock()
@@ -124,12 +149,29 @@ class ProductDFA(Shared):
         if row is not None:
             return row
         with self._lock:
-            columns, successors = self._successors(self._tuples[state])
-            ids = np.array([self._intern(t) if self._is_live(t) else DEAD for t in successors] + [DEAD],
-                           dtype=np.int32)  # fmt: skip
-            row = ids[columns]  # columns == len(successors) where no successor: the DEAD at the end
+            columns, successors, spans = self._successors(self._tuples[state])
+            ids = [self._intern(t) if self._is_live(t) else DEAD for t in successors] + [DEAD]
+            row = np.array(ids, dtype=np.int32)[columns]  # columns == len(successors) where none: the DEAD
+            runs: list[Run] = []
+            for low, high, k in spans:
+                target = ids[k]
+                if target == DEAD:
+                    continue
+                if runs and runs[-1][2] == target and runs[-1][1] == low - 1:
+                    runs[-1] = (runs[-1][0], high, target)
+                else:
+                    runs.append((low, high, target))
+            self._runs[state] = runs
             self._rows[state] = row
         return row
+
+    def runs(self, state: int) -> list[Run]:
+        """The row of ``state`` as runs (see ``runs_of``)."""
+        runs = self._runs.get(state)
+        if runs is None:
+            self.row(state)
+            runs = self._runs[state]
+        return runs
 
     # ------------------------------------------------------------------ construction
 
@@ -150,40 +192,49 @@ class ProductDFA(Shared):
             return not any(s != DEAD and p.is_final(s) for p, s in others)
         return all(p.is_final(s) for p, s in others)
 
-    def _successors(self, states: Tuple) -> tuple[NDArray[np.int32], list[Tuple]]:
-        """Per byte, the index of its successor tuple in the returned list (len(list): none)."""
+    def _successors(self, states: Tuple) -> tuple[NDArray[np.int32], list[Tuple], list[Run]]:
+        """Per byte, the index of its successor tuple in the returned list (len(list): none),
+        and the same as spans ``(low, high, index)`` of bytes with one successor tuple."""
         cached = self._raw.get(states)
         if cached is not None:
             return cached
-        rows = np.stack([p.row(s) if s != DEAD else _DEAD_ROW for p, s in zip(self.parts, states)])
-        alive = rows[0] != DEAD if self.subtract else (rows != DEAD).all(axis=0)
-        # Bytes come in runs with one successor tuple (a letter range, a digit range): name
-        # each run's tuple once, in byte order, instead of sorting all 256 columns (np.unique
-        # over axis 0 cost half of a cold product walk).
-        starts = np.flatnonzero(np.concatenate(([True], (rows[:, 1:] != rows[:, :-1]).any(axis=0))))
-        lengths = np.diff(np.append(starts, 256))
+        # Merge the parts' runs: a sweep over their boundaries, where each part's successor
+        # changes; each stretch between two boundaries has one successor tuple. (A part's run
+        # ends before its next one starts at the same byte: the events keep that order.)
+        events: dict[int, list[tuple[int, int]]] = {}
+        for j, s in enumerate(states):
+            for low, high, target in runs_of(self.parts[j], s) if s != DEAD else ():
+                events.setdefault(low, []).append((j, target))
+                events.setdefault(high + 1, []).append((j, DEAD))
+        column = [DEAD] * len(states)
         successors: list[Tuple] = []
         named: dict[Tuple, int] = {}
-        run_ids = []
-        for column, live in zip(rows[:, starts].T.tolist(), alive[starts].tolist()):
-            if not live:
-                run_ids.append(-1)
+        spans: list[Run] = []
+        cuts = sorted(events)
+        for low, end in zip(cuts, cuts[1:]):
+            for j, target in events[low]:
+                column[j] = target
+            if column[0] == DEAD or (not self.subtract and DEAD in column):
                 continue
             key = tuple(column)
-            if key not in named:
-                named[key] = len(successors)
+            k = named.get(key)
+            if k is None:
+                k = named[key] = len(successors)
                 successors.append(key)
-            run_ids.append(named[key])
-        ids = np.array(run_ids, dtype=np.int32)
-        ids[ids < 0] = len(successors)
-        columns = np.repeat(ids, lengths)
-        self._raw[states] = (columns, successors)
+            if spans and spans[-1][2] == k and spans[-1][1] == low - 1:
+                spans[-1] = (spans[-1][0], end - 1, k)
+            else:
+                spans.append((low, end - 1, k))
+        columns = np.full(256, len(successors), dtype=np.int32)
+        for low, high, k in spans:
+            columns[low : high + 1] = k
+        self._raw[states] = (columns, successors, spans)
         if len(self._raw) > self.max_states:
             raise LimitExceededError(
                 "max_dfa_states", self.max_states,
                 "an intersection or difference of patterns needs more states than allowed",
             )  # fmt: skip
-        return columns, successors
+        return columns, successors, spans
 
     def _is_live(self, states: Tuple, deadline: float | None = None) -> bool:
         """Whether an accepting tuple is reachable; the search marks what it learns on the way."""
@@ -216,7 +267,7 @@ class ProductDFA(Shared):
             if current in self._live or self._accepts(current) or self._free(current):
                 found = current
                 break
-            columns, successors = self._successors(current)
+            columns, successors, _ = self._successors(current)
             deeper = _openings(columns, len(successors)) if self.unbounded else ()
             for k, successor in enumerate(successors):
                 if successor not in parent and successor not in self._dead:

@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
-from .algebra import DEAD, Automaton, EndsWithDFA, ProductDFA, visit_deadline
+from .algebra import DEAD, Automaton, EndsWithDFA, ProductDFA, Run, runs_of, visit_deadline
 from .nested import NestedDFA
 from .tree import (
     Alt, CharSet, Concat, Difference, EndsWith, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node,
@@ -853,14 +853,6 @@ class ByteNFA(Shared):
         return blocked
 
 
-def _runs_of(row: NDArray[np.int32]) -> list[tuple[int, int, int]]:
-    """``(low, high, target)`` for each run of equal live targets in a row of 256 successors."""
-    cuts = np.flatnonzero(np.diff(row)) + 1
-    starts = np.concatenate(([0], cuts))
-    ends = np.concatenate((cuts, [256])) - 1
-    return [(int(lo), int(hi), int(row[lo])) for lo, hi in zip(starts, ends) if row[lo] != DEAD]
-
-
 def _nests(node: Node, memo: dict[int, bool]) -> bool:
     """Whether ``node`` holds a :class:`Nested` level anywhere (products' parts included).
 
@@ -1137,6 +1129,8 @@ class LazyDFA(Shared):
         #: An embedded automaton's row as runs of bytes with one successor, by (state, its state):
         #: rows never change once built, and a product state recurs in many subset states.
         self._embedded_runs: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+        #: Each expanded state's row as runs of bytes with one live successor (see ``runs_of``).
+        self._runs: dict[int, list[Run]] = {}
         self.sets: list[frozenset[VirtualState]] = []
         self.finals: list[bool] = []
         self.expanded = np.zeros(64, dtype=bool)
@@ -1159,6 +1153,12 @@ class LazyDFA(Shared):
             self.expand([state])
         row: NDArray[np.int32] = self.table[state]
         return row
+
+    def runs(self, state: int) -> list[Run]:
+        """The row of ``state`` as runs of bytes with one live successor (see ``runs_of``)."""
+        if not self.expanded[state]:
+            self.expand([state])
+        return self._runs[state]
 
     def matches(self, data: bytes) -> bool:
         """Whether the automaton accepts ``data`` in full (used to filter ``enum`` values)."""
@@ -1249,7 +1249,7 @@ class LazyDFA(Shared):
             if q in embedded:
                 runs = self._embedded_runs.get((q, counters[-1]))
                 if runs is None:
-                    runs = self._embedded_runs[q, counters[-1]] = _runs_of(embedded[q].row(counters[-1]))
+                    runs = self._embedded_runs[q, counters[-1]] = runs_of(embedded[q], counters[-1])
                 moves += [(lo, hi, (q, counters[:-1] + (inner,))) for lo, hi, inner in runs]
         bounds: dict[int, list[tuple[bool, int, VirtualState]]] = {}
         for key, (lo, hi, move) in enumerate(moves):
@@ -1258,6 +1258,7 @@ class LazyDFA(Shared):
         row = self.table[state]
         successors = self._moves
         active: dict[int, VirtualState] = {}
+        spans: list[Run] = []
         cuts = sorted(bounds)
         for at, until in zip(cuts, cuts[1:]):
             for opens, key, move in bounds[at]:
@@ -1274,6 +1275,13 @@ class LazyDFA(Shared):
                 successor = successors[targets] = self._intern(closure) if closure else DEAD
                 row = self.table[state]  # interning may have grown the table
             row[at:until] = successor
+            if successor == DEAD:
+                continue
+            if spans and spans[-1][2] == successor and spans[-1][1] == at - 1:
+                spans[-1] = (spans[-1][0], until - 1, successor)
+            else:
+                spans.append((at, until - 1, successor))
+        self._runs[state] = spans
         self.expanded[state] = True
 
     def _closure_of(self, states: list[VirtualState]) -> frozenset[VirtualState]:
