@@ -191,6 +191,12 @@ CLASSED = {  # name: (schema, the members an instance may hold)
         "if": {"properties": {"action": {"const": "replace"}}}, "then": {"required": ["target"]},
         "else": {"properties": {"target": False}},
     }, ["action", "target"]),
+    # dependentRequired on a name the condition reads by class (two items, no plain one to depend on)
+    "dependentRequired on a classed name": ({
+        "$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+        "properties": {"action": {"enum": ["replace", "keep", "drop"]}, "target": {"type": "integer"}},
+        "dependencies": {"target": {"properties": {"action": {"enum": ["replace"]}}}, "action": ["target"]},
+    }, ["action", "target"]),
     "absence as not {}": ({
         "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "null"}},
         "oneOf": [{"properties": {"a": {"not": {}}}, "required": ["b"]}, {"properties": {"b": False}, "required": ["a"]}],

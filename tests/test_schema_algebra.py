@@ -489,3 +489,27 @@ def test_a_witness_behind_long_required_keys_is_found() -> None:
     for text in ['{"config_num": 4, "list_int_input": [1, 2, 3]}', '{"list_int_input": 1, "config_num": 4, "x": 0}',
                  '{"config_num": 4}', '{"config_num": 4, "list_int_input": 1, "num_input": 2}']:  # fmt: skip
         assert dfa.matches(text.encode()) == validator.is_valid(json.loads(text)), text
+
+
+LISTED_BESIDE_CONDITIONS = [
+    # MaskBench Synthesized maxProperties not_2: the superset of maxProperties drops the bound
+    # (a repeated key), and the only value was lost; judged by its own text it stays
+    {"enum": [{"bar": 2, "baz": 3, "foo": 1}, {"a": 1}], "not": {"maxProperties": 2}},
+    {"const": {"a": 1, "b": 2}, "not": {"maxProperties": 1}},
+    {"enum": [1, "x", {"k": [1, 2]}, {}], "oneOf": [{"type": "integer"}, {"type": "object", "minProperties": 1}]},
+    {"enum": [{"a": 1}, {"a": 1, "b": 2}, 3], "if": {"required": ["b"]}, "then": {"maxProperties": 1}},
+    {"allOf": [{"enum": [{"a": 1, "b": 2, "c": 3}, {"a": 1}]}, {"not": {"not": {"maxProperties": 2}}}]},
+]
+
+
+@pytest.mark.parametrize("schema", LISTED_BESIDE_CONDITIONS, ids=range(len(LISTED_BESIDE_CONDITIONS)))
+def test_listed_values_beside_a_condition_get_the_validators_verdict(smollm2: object, schema: dict) -> None:
+    """``enum``/``const`` beside ``not``, ``oneOf`` or ``if``: each listed value is judged by the
+    rest, as a text with distinct keys, so a superset keeps ``maxProperties`` there."""
+    validator = jsonschema.Draft202012Validator(schema)
+    listed = schema["allOf"][0]["enum"] if "allOf" in schema else schema.get("enum", [schema.get("const")])
+    assert any(validator.is_valid(v) for v in listed)  # a value to keep: the guide must not be empty
+    guide = constrain.Compiler(smollm2).json_schema(schema, strict_properties=False)
+    for value in listed:
+        for text in (json.dumps(value), json.dumps(value, separators=(",", ":"))):
+            assert accepts(guide, tokenize_continuation(smollm2, text)) is validator.is_valid(value), text

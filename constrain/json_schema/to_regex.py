@@ -346,7 +346,7 @@ _REGEX_DEPTH = 3
 class _Walker:
     def __init__(
         self, root: Any, options: SchemaOptions, rule_refs: frozenset[str], limits: Limits, *, over: bool = False,
-        refs: References | None = None,
+        refs: References | None = None, canonical: bool = False,
     ) -> None:
         self.root = root
         self.limits = limits
@@ -361,8 +361,11 @@ class _Walker:
         #: ``oneOf`` subtract must hold every text the guide could write for a value the
         #: subtracted schema accepts (see :meth:`superset`).
         self.over = over
+        #: Whether the languages built are only asked about canonical texts (see :meth:`value_filter`).
+        self.canonical = canonical
         self._superset: _Walker | None = None
         self._unordered: _Walker | None = None
+        self._filter: _Walker | None = None
         # a superset takes every order
         order = options.property_order or ("definition" if options.strict_properties else "any")
         self.any_order = over or order == "any"
@@ -392,7 +395,8 @@ class _Walker:
         inside ``A ∖ B``: over-constrained at worst, never weaker.
         """
         if self._superset is None:
-            self._superset = _Walker(self.root, self.options, frozenset(), self.limits, over=True, refs=self.refs)
+            self._superset = _Walker(self.root, self.options, frozenset(), self.limits, over=True, refs=self.refs,
+                                     canonical=self.canonical)
             self._superset.ignored, self._superset._ignored_seen = self.ignored, self._ignored_seen
             self._superset._depth = self._depth
         return self._superset
@@ -404,7 +408,8 @@ class _Walker:
             return self
         if self._unordered is None:
             options = dataclasses.replace(self.options, property_order="any")
-            self._unordered = _Walker(self.root, options, frozenset(), self.limits, over=self.over, refs=self.refs)
+            self._unordered = _Walker(self.root, options, frozenset(), self.limits, over=self.over, refs=self.refs,
+                                      canonical=self.canonical)
             self._unordered.ignored, self._unordered._ignored_seen = self.ignored, self._ignored_seen
             self._unordered._depth = self._depth
         return self._unordered
@@ -417,10 +422,32 @@ class _Walker:
         """
         if self._superset is None:
             options = dataclasses.replace(self.options, lenient=False)
-            self._superset = _Walker(self.root, options, frozenset(), self.limits, over=False, refs=self.refs)
+            self._superset = _Walker(self.root, options, frozenset(), self.limits, over=False, refs=self.refs,
+                                     canonical=self.canonical)
             self._superset.ignored, self._superset._ignored_seen = self.ignored, self._ignored_seen
             self._superset._depth = self._depth
         return self._superset
+
+    def value_filter(self) -> "_Walker":
+        """This walker's polarity, for languages only asked about canonical texts: the
+        ``json.dumps`` spelling of a listed value, which holds no key twice.
+
+        ``enum`` values are filtered through their siblings' automaton, and a sibling ``not``
+        subtracts a superset. For the guide's own texts a superset of ``maxProperties`` must
+        drop the bound (a repeated key counts twice in the text, once in the value), so
+        ``{"enum": [{"a": 1, "b": 2, "c": 3}], "not": {"maxProperties": 2}}`` lost its only
+        value; a text with distinct keys has as many members as its value, and the bound stays.
+        A grammar walk (recursive references) filters as it builds, in its own polarity.
+        """
+        if self.canonical or self.rule_refs:
+            return self
+        if self._filter is None:
+            walker = _Walker(self.root, self.options, frozenset(), self.limits, over=self.over, refs=self.refs,
+                             canonical=True)  # fmt: skip
+            walker.ignored, walker._ignored_seen, walker.dropped = self.ignored, self._ignored_seen, self.dropped
+            walker._depth = self._depth
+            self._filter = walker
+        return self._filter
 
     def unsupported(self, keyword: str, pointer: str, reason: str) -> None:
         if self.over:
@@ -492,6 +519,10 @@ class _Walker:
             side = self.unordered() if apart else self
             nodes = [self.node(merged, pointer)] + [side.node(b, f"{pointer}/allOf/{i}") for i, b in apart]
             return NOTHING if NOTHING in nodes else nodes[0] if len(nodes) == 1 else Intersect(tuple(nodes))
+        if "const" in schema or "enum" in schema:
+            # listed values judged one by one against the rest (``not``, ``oneOf``, ``if`` too):
+            # a few literals, where a difference would be a product searched at every visit
+            return self.literals(schema, pointer)
         presence = None if self.over else self.presence(schema, pointer)
         if presence is not None:  # which members are there, as the object's own bits, not a product
             return self.with_presence(schema, presence, pointer)
@@ -508,8 +539,6 @@ class _Walker:
             if keyword in schema:
                 self.unsupported(keyword, f"{pointer}/{keyword}", "the regex backend does not implement it")
                 schema.pop(keyword)
-        if "const" in schema or "enum" in schema:
-            return self.literals(schema, pointer)
         return self.typed_union(schema, pointer)
 
     def constraints(self, schema: dict[str, Any], pointer: str) -> dict[str, Any]:
@@ -814,11 +843,16 @@ class _Walker:
         """
         keys = [k for k in _CONDITION_KEYS if k in schema]
         dependent = schema.get("dependentSchemas", {})
-        rest = set(schema) - set(keys) - {"dependentSchemas"}
+        needs = schema.get("dependentRequired", {})
+        rest = set(schema) - set(keys) - {"dependentSchemas", "dependentRequired"}
         if not (keys or apart or dependent) or rest - _PRESENCE_SIBLINGS:
             return None
         if not isinstance(schema.get("properties", {}), dict) or not isinstance(dependent, dict):
             return None
+        if not isinstance(needs, dict) or not all(
+            isinstance(v, list) and all(isinstance(n, str) for n in v) for v in needs.values()
+        ):
+            return None  # type_object names the error
         if "required" in rest and not isinstance(schema["required"], list):
             return None
         if any(REWRITTEN & set(branch) for _, branch in apart if isinstance(branch, dict)):
@@ -839,10 +873,13 @@ class _Walker:
             if inner is None:
                 return None
             parts.append(depends_on(name, inner))
+        # dependentRequired too: the member set checks it on plain members only, and a name the
+        # condition reads by class is two items (MaskBench o11666's "type" lost its dependency)
+        parts += [depends_on(name, ("required", tuple(dict.fromkeys(names)))) for name, names in needs.items()]
         where = f"{pointer}/dependentSchemas"
         self.note_unread([(own, pointer), *((branch, f"{pointer}/allOf/{i}") for i, branch in apart),
                           *((sub, f"{where}/{_escape_pointer(name)}") for name, sub in dependent.items())])  # fmt: skip
-        return Presence.of(("all", tuple(parts)) if dependent else formula, classes)
+        return Presence.of(("all", tuple(parts)) if len(parts) > 1 else formula, classes)
 
     def note_unread(self, pending: list[tuple[Any, str]]) -> None:
         """List in ``ignored`` the unknown keywords inside a condition read as a truth table:
@@ -863,7 +900,7 @@ class _Walker:
 
     def with_presence(self, schema: dict[str, Any], presence: Presence, pointer: str) -> Node:
         """``schema`` without its condition keywords, the condition handed to its object type."""
-        for keyword in (*_CONDITION_KEYS, "dependentSchemas"):
+        for keyword in (*_CONDITION_KEYS, "dependentSchemas", "dependentRequired"):
             schema.pop(keyword, None)
         schema[_PRESENCE] = presence
         return self.typed_union(schema, pointer)
@@ -1001,7 +1038,12 @@ class _Walker:
             if not isinstance(values, list):
                 raise SchemaError(f"enum at {pointer} must be a list")
         if schema:  # filter by the siblings' own automaton: exact when it is, and never backtracking
-            rest = LazyDFA(ByteNFA(self.node(schema, pointer), self.limits))
+            walker = self.value_filter()
+            outer, walker.base = walker.base, self.base  # the schema is a copy: its base is this walk's
+            try:
+                rest = LazyDFA(ByteNFA(walker.node(schema, pointer), self.limits))
+            finally:
+                walker.base = outer
             values = [v for v in values
                       if rest.matches(json.dumps(v, ensure_ascii=False, separators=(",", ":")).encode())]  # fmt: skip
         if not values:
@@ -1430,7 +1472,7 @@ class _Walker:
             raise SchemaError(f"dependentRequired at {pointer} must map names to lists of names")
         if high is not None and (low > high or len(required) > high):
             return NOTHING  # contradictory counts: no object at all
-        if self.over:
+        if self.over and not self.canonical:
             high = None  # a text that repeats a key (declared or not) holds more members than its value
         counted = bool(low or high is not None or dependent or presence)
         keys = [(self.key_pattern(p, f"{pointer}/patternProperties/{_escape_pointer(p)}"), sub, p)
@@ -1791,8 +1833,8 @@ _PRESENCE = "$constrain:presence"
 _CONDITION_KEYS = ("anyOf", "oneOf", "not", "if", "then", "else")
 #: Keywords beside a presence condition that leave it exact (``_Walker.presence``).
 _PRESENCE_SIBLINGS = frozenset({
-    "type", "properties", "required", "additionalProperties", "maxProperties", "minProperties", "dependentRequired",
-    "patternProperties", "propertyNames",
+    "type", "properties", "required", "additionalProperties", "maxProperties", "minProperties", "patternProperties",
+    "propertyNames",
 })  # fmt: skip
 
 
