@@ -504,8 +504,9 @@ LISTED_BESIDE_CONDITIONS = [
 
 @pytest.mark.parametrize("schema", LISTED_BESIDE_CONDITIONS, ids=range(len(LISTED_BESIDE_CONDITIONS)))
 def test_listed_values_beside_a_condition_get_the_validators_verdict(smollm2: object, schema: dict) -> None:
-    """``enum``/``const`` beside ``not``, ``oneOf`` or ``if``: each listed value is judged by the
-    rest, as a text with distinct keys, so a superset keeps ``maxProperties`` there."""
+    """``enum``/``const`` beside ``not``, ``oneOf`` or ``if``: the validator's verdict on every
+    listed value (a ``not`` subtracts a superset for texts with distinct keys, as listed values
+    are written, so it keeps ``maxProperties``)."""
     validator = jsonschema.Draft202012Validator(schema)
     listed = schema["allOf"][0]["enum"] if "allOf" in schema else schema.get("enum", [schema.get("const")])
     assert any(validator.is_valid(v) for v in listed)  # a value to keep: the guide must not be empty

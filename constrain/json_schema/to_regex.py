@@ -346,7 +346,7 @@ _REGEX_DEPTH = 3
 class _Walker:
     def __init__(
         self, root: Any, options: SchemaOptions, rule_refs: frozenset[str], limits: Limits, *, over: bool = False,
-        refs: References | None = None, canonical: bool = False,
+        refs: References | None = None, distinct_keys: bool = False,
     ) -> None:
         self.root = root
         self.limits = limits
@@ -361,11 +361,11 @@ class _Walker:
         #: ``oneOf`` subtract must hold every text the guide could write for a value the
         #: subtracted schema accepts (see :meth:`superset`).
         self.over = over
-        #: Whether the languages built are only asked about canonical texts (see :meth:`value_filter`).
-        self.canonical = canonical
+        #: Whether a superset only has to hold texts with distinct keys (see :meth:`distinct_keys_superset`).
+        self.distinct_keys = distinct_keys
         self._superset: _Walker | None = None
         self._unordered: _Walker | None = None
-        self._filter: _Walker | None = None
+        self._distinct_superset: _Walker | None = None
         # a superset takes every order
         order = options.property_order or ("definition" if options.strict_properties else "any")
         self.any_order = over or order == "any"
@@ -396,7 +396,7 @@ class _Walker:
         """
         if self._superset is None:
             self._superset = _Walker(self.root, self.options, frozenset(), self.limits, over=True, refs=self.refs,
-                                     canonical=self.canonical)
+                                     distinct_keys=self.distinct_keys)
             self._superset.ignored, self._superset._ignored_seen = self.ignored, self._ignored_seen
             self._superset._depth = self._depth
         return self._superset
@@ -409,7 +409,7 @@ class _Walker:
         if self._unordered is None:
             options = dataclasses.replace(self.options, property_order="any")
             self._unordered = _Walker(self.root, options, frozenset(), self.limits, over=self.over, refs=self.refs,
-                                      canonical=self.canonical)
+                                      distinct_keys=self.distinct_keys)
             self._unordered.ignored, self._unordered._ignored_seen = self.ignored, self._ignored_seen
             self._unordered._depth = self._depth
         return self._unordered
@@ -423,31 +423,29 @@ class _Walker:
         if self._superset is None:
             options = dataclasses.replace(self.options, lenient=False)
             self._superset = _Walker(self.root, options, frozenset(), self.limits, over=False, refs=self.refs,
-                                     canonical=self.canonical)
+                                     distinct_keys=self.distinct_keys)
             self._superset.ignored, self._superset._ignored_seen = self.ignored, self._ignored_seen
             self._superset._depth = self._depth
         return self._superset
 
-    def value_filter(self) -> "_Walker":
-        """This walker's polarity, for languages only asked about canonical texts: the
-        ``json.dumps`` spelling of a listed value, which holds no key twice.
+    def distinct_keys_superset(self) -> "_Walker":
+        """:meth:`superset` for texts that hold no key twice: what a ``not`` subtracts from listed
+        values (``enum``/``const``), which the guide writes with each key once.
 
-        ``enum`` values are filtered through their siblings' automaton, and a sibling ``not``
-        subtracts a superset. For the guide's own texts a superset of ``maxProperties`` must
-        drop the bound (a repeated key counts twice in the text, once in the value), so
-        ``{"enum": [{"a": 1, "b": 2, "c": 3}], "not": {"maxProperties": 2}}`` lost its only
-        value; a text with distinct keys has as many members as its value, and the bound stays.
-        A grammar walk (recursive references) filters as it builds, in its own polarity.
+        For the guide's texts in general a superset of ``maxProperties`` must drop the bound (a
+        repeated key counts twice in the text, once in the value), so ``{"enum": [{"a": 1, "b":
+        2, "c": 3}], "not": {"maxProperties": 2}}`` lost its only value (MaskBench Synthesized
+        maxProperties not_2); where every key is there once, the text has as many members as
+        its value, and the bound stays.
         """
-        if self.canonical or self.rule_refs:
-            return self
-        if self._filter is None:
-            walker = _Walker(self.root, self.options, frozenset(), self.limits, over=self.over, refs=self.refs,
-                             canonical=True)  # fmt: skip
-            walker.ignored, walker._ignored_seen, walker.dropped = self.ignored, self._ignored_seen, self.dropped
-            walker._depth = self._depth
-            self._filter = walker
-        return self._filter
+        if self.distinct_keys:
+            return self.superset()
+        if self._distinct_superset is None:
+            walker = _Walker(self.root, self.options, frozenset(), self.limits, over=True, refs=self.refs,
+                             distinct_keys=True)  # fmt: skip
+            walker.ignored, walker._ignored_seen, walker._depth = self.ignored, self._ignored_seen, self._depth
+            self._distinct_superset = walker
+        return self._distinct_superset
 
     def unsupported(self, keyword: str, pointer: str, reason: str) -> None:
         if self.over:
@@ -519,10 +517,6 @@ class _Walker:
             side = self.unordered() if apart else self
             nodes = [self.node(merged, pointer)] + [side.node(b, f"{pointer}/allOf/{i}") for i, b in apart]
             return NOTHING if NOTHING in nodes else nodes[0] if len(nodes) == 1 else Intersect(tuple(nodes))
-        if "const" in schema or "enum" in schema:
-            # listed values judged one by one against the rest (``not``, ``oneOf``, ``if`` too):
-            # a few literals, where a difference would be a product searched at every visit
-            return self.literals(schema, pointer)
         presence = None if self.over else self.presence(schema, pointer)
         if presence is not None:  # which members are there, as the object's own bits, not a product
             return self.with_presence(schema, presence, pointer)
@@ -539,6 +533,8 @@ class _Walker:
             if keyword in schema:
                 self.unsupported(keyword, f"{pointer}/{keyword}", "the regex backend does not implement it")
                 schema.pop(keyword)
+        if "const" in schema or "enum" in schema:
+            return self.literals(schema, pointer)
         return self.typed_union(schema, pointer)
 
     def constraints(self, schema: dict[str, Any], pointer: str) -> dict[str, Any]:
@@ -1024,7 +1020,8 @@ class _Walker:
             except ConstrainError:
                 return rest
         else:
-            excluded = self.superset().node(inner, f"{pointer}/not")
+            listed = "enum" in schema or "const" in schema  # the rest's texts hold each key once
+            excluded = (self.distinct_keys_superset() if listed else self.superset()).node(inner, f"{pointer}/not")
         return rest if excluded == NOTHING else Difference(rest, (excluded,))
 
     def literals(self, schema: dict[str, Any], pointer: str) -> Node:
@@ -1038,12 +1035,7 @@ class _Walker:
             if not isinstance(values, list):
                 raise SchemaError(f"enum at {pointer} must be a list")
         if schema:  # filter by the siblings' own automaton: exact when it is, and never backtracking
-            walker = self.value_filter()
-            outer, walker.base = walker.base, self.base  # the schema is a copy: its base is this walk's
-            try:
-                rest = LazyDFA(ByteNFA(walker.node(schema, pointer), self.limits))
-            finally:
-                walker.base = outer
+            rest = LazyDFA(ByteNFA(self.node(schema, pointer), self.limits))
             values = [v for v in values
                       if rest.matches(json.dumps(v, ensure_ascii=False, separators=(",", ":")).encode())]  # fmt: skip
         if not values:
@@ -1472,7 +1464,7 @@ class _Walker:
             raise SchemaError(f"dependentRequired at {pointer} must map names to lists of names")
         if high is not None and (low > high or len(required) > high):
             return NOTHING  # contradictory counts: no object at all
-        if self.over and not self.canonical:
+        if self.over and not self.distinct_keys:
             high = None  # a text that repeats a key (declared or not) holds more members than its value
         counted = bool(low or high is not None or dependent or presence)
         keys = [(self.key_pattern(p, f"{pointer}/patternProperties/{_escape_pointer(p)}"), sub, p)
