@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
 
-__all__ = ["DEAD", "Automaton", "EndsWithDFA", "ProductDFA", "row_runs", "runs_of", "visit_deadline"]
+__all__ = ["DEAD", "Automaton", "EndsWithDFA", "ProductDFA", "add_run", "row_runs", "runs_of", "visit_deadline"]
 
 #: Transition target meaning "no match is possible any more".
 DEAD = -1
@@ -91,6 +91,15 @@ def runs_of(automaton: Automaton, state: int) -> list[Run]:
     """
     runs = getattr(automaton, "runs", None)
     return runs(state) if runs is not None else row_runs(automaton.row(state))
+
+
+def add_run(runs: list[Run], low: int, high: int, target: int) -> None:
+    """Append ``low..high → target`` to ``runs`` (built in byte order), joining it to the last
+    run where that one ends just before ``low`` with the same target."""
+    if runs and runs[-1][2] == target and runs[-1][1] == low - 1:
+        runs[-1] = (runs[-1][0], high, target)
+    else:
+        runs.append((low, high, target))
 
 
 def row_runs(row: NDArray[np.int32]) -> list[Run]:
@@ -154,13 +163,8 @@ class ProductDFA(Shared):
             row = np.array(ids, dtype=np.int32)[columns]  # columns == len(successors) where none: the DEAD
             runs: list[Run] = []
             for low, high, k in spans:
-                target = ids[k]
-                if target == DEAD:
-                    continue
-                if runs and runs[-1][2] == target and runs[-1][1] == low - 1:
-                    runs[-1] = (runs[-1][0], high, target)
-                else:
-                    runs.append((low, high, target))
+                if ids[k] != DEAD:
+                    add_run(runs, low, high, ids[k])
             self._runs[state] = runs
             self._rows[state] = row
         return row
@@ -221,10 +225,7 @@ class ProductDFA(Shared):
             if k is None:
                 k = named[key] = len(successors)
                 successors.append(key)
-            if spans and spans[-1][2] == k and spans[-1][1] == low - 1:
-                spans[-1] = (spans[-1][0], end - 1, k)
-            else:
-                spans.append((low, end - 1, k))
+            add_run(spans, low, end - 1, k)
         columns = np.full(256, len(successors), dtype=np.int32)
         for low, high, k in spans:
             columns[low : high + 1] = k

@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
-from .algebra import DEAD, Automaton, EndsWithDFA, ProductDFA, Run, runs_of, visit_deadline
+from .algebra import DEAD, Automaton, EndsWithDFA, ProductDFA, Run, add_run, runs_of, visit_deadline
 from .nested import NestedDFA
 from .tree import (
     Alt, CharSet, Concat, Difference, EndsWith, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node,
@@ -1275,12 +1275,8 @@ class LazyDFA(Shared):
                 successor = successors[targets] = self._intern(closure) if closure else DEAD
                 row = self.table[state]  # interning may have grown the table
             row[at:until] = successor
-            if successor == DEAD:
-                continue
-            if spans and spans[-1][2] == successor and spans[-1][1] == at - 1:
-                spans[-1] = (spans[-1][0], until - 1, successor)
-            else:
-                spans.append((at, until - 1, successor))
+            if successor != DEAD:
+                add_run(spans, at, until - 1, successor)
         self._runs[state] = spans
         self.expanded[state] = True
 
