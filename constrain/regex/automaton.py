@@ -21,6 +21,7 @@ import heapq
 import threading
 import time
 from collections import deque
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, cast
@@ -1125,7 +1126,7 @@ class LazyDFA(Shared):
         #: A byte run's NFA targets → the DFA state they close into, for every expanded state: many
         #: states move to the same targets (each character of a string interior), and the
         #: closure of a set of targets is the union of its members' closures, built once here.
-        self._moves: dict[frozenset[VirtualState], int] = {}
+        self._moves: dict[VirtualState | frozenset[VirtualState], int] = {}
         #: An embedded automaton's row as runs of bytes with one successor, by (state, its state):
         #: rows never change once built, and a product state recurs in many subset states.
         self._embedded_runs: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
@@ -1143,6 +1144,12 @@ class LazyDFA(Shared):
     @property
     def num_states(self) -> int:
         return len(self.sets)
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]:
+        """Held while states are added or expanded: whoever reads ``table`` and ``expanded``
+        together holds it too (adding a state may replace both arrays)."""
+        return self._lock
 
     def is_final(self, state: int) -> bool:
         return self.finals[state]
@@ -1240,25 +1247,42 @@ class LazyDFA(Shared):
     def _expand_one(self, state: int) -> None:
         """Fill the state's row: one successor per run of bytes that lead to the same NFA targets.
 
-        A sweep over the edges' range boundaries visits each run of bytes once
-        (a string character's ``[^"\\]`` is a few runs, not 200 bytes).
+        Nearly every state's moves are disjoint byte ranges (a key's next letter, a string
+        character's ``[^"\\]`` as a few runs): each range is then one run, in byte order.
+        Where moves overlap, a sweep over the ranges' boundaries visits each run of bytes
+        once. A run's successor is keyed by its targets (one virtual state, or a frozenset
+        of several), so states that move to the same targets share one closure.
         """
         edges, embedded = self.nfa.edges, self.nfa.embedded
-        moves = [(lo, hi, (target, counters)) for q, counters in self.sets[state] for lo, hi, target in edges[q]]
-        for q, counters in self.sets[state]:
-            if q in embedded:
-                runs = self._embedded_runs.get((q, counters[-1]))
-                if runs is None:
-                    runs = self._embedded_runs[q, counters[-1]] = runs_of(embedded[q], counters[-1])
-                moves += [(lo, hi, (q, counters[:-1] + (inner,))) for lo, hi, inner in runs]
+        members = self.sets[state]
+        moves = [(lo, hi, (target, counters)) for q, counters in members for lo, hi, target in edges[q]]
+        if embedded:
+            for q, counters in members:
+                if q in embedded:
+                    runs = self._embedded_runs.get((q, counters[-1]))
+                    if runs is None:
+                        runs = self._embedded_runs[q, counters[-1]] = runs_of(embedded[q], counters[-1])
+                    moves += [(lo, hi, (q, counters[:-1] + (inner,))) for lo, hi, inner in runs]
+        moves.sort()
+        spans: list[Run] = []
+        if all(a[1] < b[0] for a, b in zip(moves, moves[1:])):
+            for lo, hi, move in moves:
+                successor = self._successor(move)
+                if successor != DEAD:
+                    self.table[state, lo : hi + 1] = successor
+                    add_run(spans, lo, hi, successor)
+        else:
+            self._sweep(state, moves, spans)
+        self._runs[state] = spans
+        self.expanded[state] = True
+
+    def _sweep(self, state: int, moves: list[tuple[int, int, VirtualState]], spans: list[Run]) -> None:
+        """Overlapping moves: one successor per run of bytes between the ranges' boundaries."""
         bounds: dict[int, list[tuple[bool, int, VirtualState]]] = {}
         for key, (lo, hi, move) in enumerate(moves):
             bounds.setdefault(lo, []).append((True, key, move))
             bounds.setdefault(hi + 1, []).append((False, key, move))
-        row = self.table[state]
-        successors = self._moves
         active: dict[int, VirtualState] = {}
-        spans: list[Run] = []
         cuts = sorted(bounds)
         for at, until in zip(cuts, cuts[1:]):
             for opens, key, move in bounds[at]:
@@ -1268,17 +1292,19 @@ class LazyDFA(Shared):
                     del active[key]
             if not active:
                 continue
-            targets = frozenset(active.values())
-            successor = successors.get(targets)
-            if successor is None:
-                closure = self._closure_of(list(targets))
-                successor = successors[targets] = self._intern(closure) if closure else DEAD
-                row = self.table[state]  # interning may have grown the table
-            row[at:until] = successor
+            targets = set(active.values())
+            successor = self._successor(targets.pop() if len(targets) == 1 else frozenset(active.values()))
             if successor != DEAD:
+                self.table[state, at:until] = successor
                 add_run(spans, at, until - 1, successor)
-        self._runs[state] = spans
-        self.expanded[state] = True
+
+    def _successor(self, targets: "VirtualState | frozenset[VirtualState]") -> int:
+        """The state the closure of ``targets`` (one virtual state or several) interns to; cached."""
+        successor = self._moves.get(targets)
+        if successor is None:
+            closure = self._closure(targets) if isinstance(targets, tuple) else self._closure_of(list(targets))
+            successor = self._moves[targets] = self._intern(closure) if closure else DEAD
+        return successor
 
     def _closure_of(self, states: list[VirtualState]) -> frozenset[VirtualState]:
         if len(states) == 1:
@@ -1293,32 +1319,42 @@ class LazyDFA(Shared):
 
         A virtual state is an NFA state with the counters of its enclosing counted
         repeats; the counter operations of ``ByteNFA._counted`` apply on the way.
+        (The NFA's tables are bound to locals: this loop is the subset construction's
+        innermost, run for every new virtual state.)
         """
         cached = self._closures.get(start)
         if cached is not None:
             return cached
         nfa = self.nfa
+        deferred, live, lengths, embedded_of, ops = nfa.deferred, nfa.live, nfa.lengths, nfa.embedded, nfa.ops
+        edges, epsilon, accept = nfa.edges, nfa.epsilon, nfa.accept
         seen = {start}
         stack = [start]
         result = []
         while stack:
-            q, counters = stack.pop()
-            if q in nfa.deferred:
+            virtual = stack.pop()
+            q, counters = virtual
+            if q in deferred:
                 nfa.build_deferred(q)
-            if not nfa.live[q] or (q in nfa.lengths and nfa.doomed(q, counters)):
+            if not live[q] or (q in lengths and nfa.doomed(q, counters)):
                 continue
-            embedded = nfa.embedded.get(q)
-            if nfa.edges[q] or q == nfa.accept or embedded is not None:
-                result.append((q, counters))
-            op = nfa.ops.get(q)
+            embedded = embedded_of.get(q)
+            if edges[q] or q == accept or embedded is not None:
+                result.append(virtual)
+            op = ops.get(q)
             if embedded is not None:  # leave once the embedded automaton accepts
-                nexts = [(nfa.epsilon[q][0], counters[:-1])] if embedded.is_final(counters[-1]) else []
-            elif op is None:
-                nexts = [(t, counters) for t in nfa.epsilon[q]]
+                nexts = [(epsilon[q][0], counters[:-1])] if embedded.is_final(counters[-1]) else []
+            elif op is None:  # a plain state: its epsilon targets, counters unchanged
+                for t in epsilon[q]:
+                    virtual = (t, counters)
+                    if virtual not in seen:
+                        seen.add(virtual)
+                        stack.append(virtual)
+                continue
             elif op[0] == "tick":
                 nexts = nfa.tick(q, counters)
             else:
-                nexts = _apply(op, nfa.epsilon[q], counters)
+                nexts = _apply(op, epsilon[q], counters)
             for virtual in nexts:
                 if virtual not in seen:
                     seen.add(virtual)
