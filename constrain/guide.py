@@ -18,6 +18,7 @@ from typing import Hashable, Protocol, TypeVar, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from . import kernel
 from .errors import BitmaskError, InvalidStateError
 
 __all__ = [
@@ -95,6 +96,10 @@ def allocate_bitmask(vocab_size: int, batch_size: int | None = None) -> NDArray[
 
 def bitmask_from_token_ids(token_ids: NDArray[np.integer], vocab_size: int) -> NDArray[np.int32]:
     """Pack allowed token ids into a fresh bitmask."""
+    if kernel.compiled is not None and token_ids.dtype == np.int32:
+        words = np.zeros(bitmask_size(vocab_size), dtype=np.int32)
+        kernel.compiled.scatter(np.ascontiguousarray(token_ids), None, words, None)
+        return words
     bits = np.zeros(bitmask_size(vocab_size) * 32, dtype=bool)
     bits[token_ids] = True
     return np.packbits(bits, bitorder="little").view("<i4").astype(np.int32, copy=False)

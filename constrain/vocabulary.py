@@ -418,6 +418,10 @@ class TokenTrie:
 
     levels: tuple[TrieLevel, ...]
     duplicates: tuple[tuple[int, int], ...]
+    #: The same nodes in one array per field, level after level, for the compiled walk
+    #: (:mod:`constrain.kernel`): node ``i``'s children are nodes ``child_lo[i]:child_hi[i]``,
+    #: and the last node is a root above the first level (no byte, no token).
+    flat: "FlatTrie"
 
     @classmethod
     def build(cls, tokens: Iterable[tuple[bytes, int]]) -> "TokenTrie":
@@ -457,7 +461,32 @@ class TokenTrie:
                 np.asarray(token_at[depth], dtype=np.int32),
                 np.searchsorted(children, np.arange(count + 1), side="left").astype(np.int64),
             ))  # fmt: skip
-        return cls(tuple(levels), tuple(duplicates))
+        return cls(tuple(levels), tuple(duplicates), FlatTrie.of(levels))
+
+
+@dataclass(frozen=True)
+class FlatTrie:
+    """A :class:`TokenTrie`'s nodes with global indices (see ``TokenTrie.flat``)."""
+
+    byte: NDArray[np.uint8]
+    token: NDArray[np.int32]
+    child_lo: NDArray[np.int32]
+    child_hi: NDArray[np.int32]
+
+    @property
+    def root(self) -> int:
+        return len(self.byte) - 1
+
+    @classmethod
+    def of(cls, levels: list[TrieLevel]) -> "FlatTrie":
+        offsets = np.cumsum([0] + [len(level.byte) for level in levels])
+        starts = [offsets[d + 1] + level.child_start for d, level in enumerate(levels)]
+        return cls(
+            np.concatenate([level.byte for level in levels] + [np.zeros(1, np.uint8)]),
+            np.concatenate([level.token for level in levels] + [np.full(1, -1, np.int32)]),
+            np.concatenate([s[:-1] for s in starts] + [np.zeros(1, np.int64)]).astype(np.int32),
+            np.concatenate([s[1:] for s in starts] + [np.full(1, offsets[1] if levels else 0, np.int64)]).astype(np.int32),
+        )
 
 
 # ---------------------------------------------------------------------- tokenizer conventions

@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import threading
 import time
+from types import ModuleType
 from typing import Callable
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import kernel
 from ..core.sharing import Shared
 from ..errors import EmptyLanguageError, LimitExceededError
+from ..guide import bitmask_size
 from ..vocabulary import TokenTrie, Vocabulary
 from .automaton import DEAD, LazyDFA
 
@@ -265,8 +268,55 @@ class TokenIndex(Shared):
     def _walk(
         self, state: int, trie: TokenTrie, skip_first: NDArray[np.bool_] | None = None
     ) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
-        """Walk every token of ``trie`` from ``state`` through the byte DFA, one depth at a time
-        (those whose first byte ``skip_first`` flags left out): token ids and the states they reach."""
+        """Walk every token of ``trie`` from ``state`` through the byte DFA (those whose first
+        byte ``skip_first`` flags left out): token ids and the states they reach.
+
+        The compiled kernel where the package was built with it, numpy otherwise (same result).
+        The DFA's lock is held throughout: the table and its ``expanded`` flags are read
+        together, and another thread's step may grow (replace) both.
+        """
+        with self.dfa.lock:
+            if kernel.compiled is None:
+                token_ids, next_states = self._walk_numpy(state, trie, skip_first)
+            else:
+                token_ids, next_states = self._walk_compiled(kernel.compiled, state, trie, skip_first)
+        if trie.duplicates:
+            token_ids, next_states = _with_duplicates(token_ids, next_states, trie.duplicates)
+        return token_ids, next_states
+
+    def _walk_compiled(
+        self, compiled: ModuleType, state: int, trie: TokenTrie, skip_first: NDArray[np.bool_] | None
+    ) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
+        """Depth first through the trie in C; states without a row yet come back pending, are
+        expanded here (subset construction is Python's), and the walk goes on from them."""
+        dfa, flat = self.dfa, trie.flat
+        size = len(flat.byte)
+        out_ids, out_states = np.empty(size, np.int32), np.empty(size, np.int32)
+        pending_nodes, pending_states = np.empty(size, np.int32), np.empty(size, np.int32)
+        skip = None if skip_first is None else skip_first.view(np.uint8)
+        nodes, states = np.array([flat.root], np.int32), np.array([state], np.int32)
+        found_ids: list[NDArray[np.int32]] = []
+        found_states: list[NDArray[np.int32]] = []
+        while True:
+            found, pending = compiled.walk(
+                dfa.table, dfa.expanded, flat.byte, flat.token, flat.child_lo, flat.child_hi, flat.root, skip,
+                nodes, states, out_ids, out_states, pending_nodes, pending_states,
+            )  # fmt: skip
+            if found:
+                found_ids.append(out_ids[:found].copy())
+                found_states.append(out_states[:found].copy())
+            if not pending:
+                break
+            nodes, states = pending_nodes[:pending].copy(), pending_states[:pending].copy()
+            dfa.expand(np.unique(states))
+        if not found_ids:
+            return _NO_TOKENS, _NO_TOKENS
+        return np.concatenate(found_ids), np.concatenate(found_states)
+
+    def _walk_numpy(
+        self, state: int, trie: TokenTrie, skip_first: NDArray[np.bool_] | None
+    ) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
+        """The walk in numpy: one vectorized step per trie depth over the live prefixes."""
         dfa = self.dfa
         first = dfa.row(state)
         level = trie.levels[0] if trie.levels else None
@@ -299,14 +349,18 @@ class TokenIndex(Shared):
             states = dfa.table[np.repeat(states, counts), level.byte[children]]
             alive = states != DEAD
             nodes, states = children[alive], states[alive]
-        token_ids = np.concatenate(found_ids)
-        next_states = np.concatenate(found_states)
-        if trie.duplicates:
-            token_ids, next_states = _with_duplicates(token_ids, next_states, trie.duplicates)
-        return token_ids, next_states
+        return np.concatenate(found_ids), np.concatenate(found_states)
 
     def _row_of(self, token_ids: NDArray[np.int32], next_states: NDArray[np.int32]) -> Row:
         """A row sorted by token id."""
+        if kernel.compiled is not None:  # scattered into a mask and a dense array, read back in id order
+            words = np.zeros(bitmask_size(self.vocabulary.size), dtype=np.int32)
+            dense = np.empty(self.vocabulary.size, dtype=np.int32)
+            kernel.compiled.scatter(np.ascontiguousarray(token_ids, np.int32), np.ascontiguousarray(next_states, np.int32),
+                                    words, dense)  # fmt: skip
+            ids, states = np.empty(token_ids.size, np.int32), np.empty(token_ids.size, np.int32)
+            found = kernel.compiled.gather(words, dense, ids, states)
+            return Row(ids[:found], states[:found])
         if token_ids.size < 4096:
             order = np.argsort(token_ids, kind="stable")
             return Row(token_ids[order], next_states[order])

@@ -1,0 +1,155 @@
+"""The compiled kernels (constrain/_kernel.c) against the numpy paths they replace.
+
+The numpy paths are the reference: they are what runs where the package was installed
+without a C compiler, and they are plain array code. Each test below runs both on the same
+input and asserts the same answer, on real vocabularies and on the states real guides visit,
+including states whose rows are not built yet (the kernel hands those back to be expanded).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+import constrain
+from constrain import kernel
+from constrain.guide import allocate_bitmask, bitmask_from_token_ids
+from constrain.testing import random_walk
+
+needs_kernel = pytest.mark.skipif(kernel.compiled is None, reason="not built, or CONSTRAIN_KERNEL=numpy")
+
+COMPILED = kernel.compiled
+
+#: Schemas whose automata hold what the walk meets in real ones: key tries, counted strings,
+#: member sets, a product (``not``), numbers, nested arrays.
+SCHEMAS: list[dict[str, Any]] = [
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 40},
+            "kind": {"enum": ["alpha", "beta", "gamma delta"]},
+            "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}, "maxItems": 4},
+            "size": {"type": "number", "minimum": 0},
+            "nested": {"type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"]},
+        },
+        "required": ["name", "kind"],
+    },
+    {"type": "string", "minLength": 3, "maxLength": 12, "not": {"pattern": "^ab"}},
+    {"type": "array", "items": {"type": "integer", "multipleOf": 3}, "minItems": 1, "maxItems": 6},
+]
+
+
+def _walks(monkeypatch: pytest.MonkeyPatch, index: Any, state: int, trie: Any, skip: Any = None) -> list[Any]:
+    """The walk from ``state`` by the kernel and by numpy, each as (id, state) pairs in id order;
+    the kernel goes first on even states, numpy on odd ones (so each meets unexpanded states)."""
+    results = {}
+    for name in (("compiled", "numpy") if state % 2 == 0 else ("numpy", "compiled")):
+        monkeypatch.setattr(kernel, "compiled", COMPILED if name == "compiled" else None)
+        ids, states = index._walk(state, trie, skip)
+        order = np.lexsort((states, ids))
+        results[name] = (ids[order].tolist(), states[order].tolist())
+    monkeypatch.setattr(kernel, "compiled", COMPILED)
+    return [results["compiled"], results["numpy"]]
+
+
+@needs_kernel
+@pytest.mark.parametrize("schema", SCHEMAS, ids=["object", "not", "array"])
+def test_the_compiled_walk_reaches_what_the_numpy_walk_reaches(
+    monkeypatch: pytest.MonkeyPatch, tokenizer: object, schema: dict[str, Any]
+) -> None:
+    guide = constrain.Compiler(tokenizer).json_schema(schema)  # a compiler of its own: every row unbuilt
+    index, vocabulary = guide.index, guide.vocabulary
+    rng = random.Random(7)
+    visited: set[int] = set()
+    for _ in range(6):
+        state = guide.initial_state
+        ids, _ended = random_walk(guide, vocabulary, rng, max_tokens=40)
+        for token_id in ids:
+            visited.add(state)
+            state = guide.advance(state, token_id)
+    compared = 0
+    skip = np.zeros(256, dtype=bool)
+    skip[ord('"')] = True
+    for state in sorted(visited):
+        for trie in (index._trie, index._short, index._long):
+            compiled, reference = _walks(monkeypatch, index, state, trie)
+            assert compiled == reference, f"state {state}: the walks differ"
+            compared += len(reference[0])
+        compiled, reference = _walks(monkeypatch, index, state, index._trie, skip)
+        assert compiled == reference, f"state {state}, first byte '\"' skipped: the walks differ"
+    assert len(visited) > 5 and compared > 100  # the walks reached states with tokens to compare
+
+
+@needs_kernel
+def test_rows_and_masks_are_the_same_either_way(monkeypatch: pytest.MonkeyPatch, smollm2: object) -> None:
+    """Whole guides, one compiled with the kernel and one without: the same mask at every step
+    of a real instance's tokens (rows sorted and packed by scatter/gather vs argsort/packbits)."""
+    instance = {"name": "Ada Lovelace", "kind": "gamma delta", "tags": ["x", "yz"], "size": 12.5, "nested": {"on": True}}
+    masks: dict[str, list[list[int]]] = {}
+    for name in ("compiled", "numpy"):
+        monkeypatch.setattr(kernel, "compiled", COMPILED if name == "compiled" else None)
+        guide = constrain.Compiler(smollm2).json_schema(SCHEMAS[0])
+        state = guide.initial_state
+        masks[name] = []
+        for token_id in smollm2.encode(json.dumps(instance), add_special_tokens=False):  # type: ignore[attr-defined]
+            mask = allocate_bitmask(guide.vocab_size)
+            guide.fill_bitmask(state, mask)
+            masks[name].append(mask.tolist())
+            state = guide.advance(state, token_id)
+        assert guide.is_final(state)
+    assert masks["compiled"] == masks["numpy"]
+
+
+@needs_kernel
+def test_scatter_and_gather_agree_with_numpy() -> None:
+    rng = np.random.default_rng(3)
+    for vocab_size in (1, 31, 32, 33, 49_152, 128_256):
+        for count in (0, 1, min(vocab_size, 500), vocab_size):
+            ids = rng.choice(vocab_size, size=count, replace=False).astype(np.int32)
+            states = rng.integers(0, 1 << 30, size=count).astype(np.int32)
+            words = np.zeros((vocab_size + 31) // 32, np.int32)
+            dense = np.empty(vocab_size, np.int32)
+            COMPILED.scatter(ids, states, words, dense)
+            bits = np.zeros(words.size * 32, dtype=bool)
+            bits[ids] = True
+            assert np.array_equal(words, np.packbits(bits, bitorder="little").view("<i4"))
+            out_ids, out_states = np.empty(count, np.int32), np.empty(count, np.int32)
+            assert COMPILED.gather(words, dense, out_ids, out_states) == count
+            order = np.argsort(ids)
+            assert np.array_equal(out_ids, ids[order]) and np.array_equal(out_states, states[order])
+            assert np.array_equal(bitmask_from_token_ids(ids, vocab_size), words)
+
+
+@needs_kernel
+def test_bad_arguments_are_errors_not_reads_out_of_bounds() -> None:
+    words = np.zeros(2, np.int32)
+    with pytest.raises(ValueError, match="outside the mask"):
+        COMPILED.scatter(np.array([64], np.int32), None, words, None)
+    with pytest.raises(ValueError, match="outside the mask"):
+        COMPILED.scatter(np.array([-1], np.int32), None, words, None)
+    with pytest.raises(TypeError, match="4-byte items"):
+        COMPILED.scatter(np.array([1], np.int64), None, words, None)
+    with pytest.raises(ValueError, match="more bits set"):
+        COMPILED.gather(np.array([3], np.int32), np.zeros(32, np.int32), np.empty(1, np.int32), np.empty(1, np.int32))
+    table = np.full((1, 256), -1, np.int32)
+    table[0, 97] = 5  # a state past the table's rows
+    one = np.ones(1, np.uint8)
+    # node 0 ("a", one child), node 1 ("ab"), node 2 the root
+    trie = (np.array([97, 98, 0], np.uint8), np.full(3, -1, np.int32), np.array([1, 2, 0], np.int32),
+            np.array([2, 2, 1], np.int32))  # fmt: skip
+    out = [np.empty(3, np.int32) for _ in range(4)]
+    with pytest.raises(ValueError, match="outside its array"):
+        COMPILED.walk(table, one, *trie, 2, None, np.array([2], np.int32), np.array([0], np.int32), *out)
+
+
+def test_the_package_build_compiled_the_kernels() -> None:
+    """``pip install`` (the README's commands) builds the extension here: without this, a broken
+    build would pass every other test on the numpy paths and lose the speed silently."""
+    if os.environ.get("CONSTRAIN_KERNEL", "").lower() == "numpy":
+        pytest.skip("CONSTRAIN_KERNEL=numpy asks for the numpy paths")
+    assert kernel.name == "compiled"
