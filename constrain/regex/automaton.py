@@ -104,17 +104,28 @@ class ByteNFA(Shared):
         self._tree = tree  # keeps every node alive, so the caches keyed by node identity stay right
         self.start, self.accept = self._build(tree, defer=False)
         self.live = self._coreachable(0, self.accept)
-        #: Whether an embedded automaton, built or deferred, has no finite state count (see ``ProductDFA``).
-        nests: dict[int, bool] = {}  # one memo for all stubs: they share subtrees
-        self.unbounded = any(getattr(a, "unbounded", False) for a in self.embedded.values()) or any(
-            _nests(node, nests) for node in self.deferred.values()
-        )
+        self._unbounded: bool | None = None
         self._scopes: dict[int, tuple[int, ...]] = {}
         self._length_slots: dict[int, int] = {}
         self._strides: dict[int, tuple[int, int, int] | None] = {}
 
     def __len__(self) -> int:
         return len(self.edges)
+
+    @property
+    def unbounded(self) -> bool:
+        """Whether an embedded automaton, built or deferred, has no finite state count (see ``ProductDFA``).
+
+        Only a product over this automaton asks, so it is worked out then: walking every
+        deferred part's tree at build time was a quarter of a typical schema's compile.
+        Every stub's part counts, built or not (a built one's automata came from that part).
+        """
+        if self._unbounded is None:
+            nests: dict[int, bool] = {}  # one memo for all stubs: they share subtrees
+            self._unbounded = any(getattr(a, "unbounded", False) for a in self.embedded.values()) or any(
+                _nests(node, nests) for node in self._stubs.values()
+            )
+        return self._unbounded
 
     def __getstate__(self) -> dict[str, Any]:
         """Caches keyed by node identity do not travel: in another process the nodes are new objects."""
@@ -1137,13 +1148,16 @@ class LazyDFA(Shared):
         self.expanded = np.zeros(64, dtype=bool)
         self.table: NDArray[np.int32] = np.full((64, 256), DEAD, dtype=np.int32)
         self._lock = threading.RLock()
-        self.unbounded = nfa.unbounded
         start = self._closure_of([(nfa.start, ())])
         self.start = DEAD if not start else self._intern(start)
 
     @property
     def num_states(self) -> int:
         return len(self.sets)
+
+    @property
+    def unbounded(self) -> bool:
+        return self.nfa.unbounded
 
     @property
     def lock(self) -> AbstractContextManager[Any]:
