@@ -433,6 +433,12 @@ CONTRADICTIONS = [  # issue #13: each accepted a value that breaks one of its bo
     {"type": "object", "required": ["a", "b"], "maxProperties": 1},
     {"type": "object", "properties": {"a": {"type": "string", "minLength": 2, "maxLength": 1}}, "required": ["a"]},
     {"type": "integer", "minimum": 5, "maximum": 3},
+    # a pattern that needs more characters than maxLength allows (a counted Length whose body
+    # is too long from its entry): the guide's first state allowed no token
+    {"type": "string", "allOf": [{"pattern": "^a"}, {"maxLength": 0}]},
+    {"type": "array", "items": {"type": "string", "pattern": "^ab", "maxLength": 1}, "minItems": 1},
+    # ... and as a required member's value: the object could never close (members looped forever)
+    {"type": "object", "properties": {"x": {"type": "string", "pattern": "^a", "maxLength": 0}}, "required": ["x"]},
 ]
 
 
@@ -451,6 +457,22 @@ def test_an_optional_member_with_contradictory_bounds_is_left_out(smollm2: objec
         assert accepts(guide, tokenize_continuation(smollm2, text)) is valid, text
         assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)) is valid
 
+
+
+def test_a_length_body_copied_outside_its_length_keeps_no_length_bookkeeping(smollm2: object) -> None:
+    """Found by the schema fuzzer (seed 1): a key matching both patterns takes ``pattern: ^a``
+    and ``maxLength: 0`` together; the pattern's nodes, built first inside that Length and then
+    copied for the other keys, carried its bookkeeping along, and walks ended in a raw ValueError."""
+    schema = {"type": "object", "patternProperties": {
+        "b": {"type": "string", "pattern": "^a"}, "^a": {"type": "string", "minLength": 0, "maxLength": 0}}}
+    guide = constrain.Compiler(smollm2).json_schema(schema, strict_properties=False)
+    for text, valid in [('{"b": "a"}', True), ('{"ab": ""}', False), ('{"ab": "a"}', False), ('{"a": ""}', True),
+                        ('{"xb": "ab", "a": ""}', True), ('{"b": "b"}', False)]:  # fmt: skip
+        assert accepts(guide, tokenize_continuation(smollm2, text)) is valid, text
+        assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)) is valid, text
+    rng = random.Random(1)
+    for text in finished_walks(guide, guide.vocabulary, rng, count=40, max_tokens=40):
+        assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)), text
 
 
 def test_a_bounded_array_after_forty_members_counts_right(smollm2: object) -> None:

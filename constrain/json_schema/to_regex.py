@@ -37,7 +37,7 @@ from ..errors import (
     ConstrainError, LimitExceededError, PatternError, RecursiveSchemaError, SchemaError, UnsupportedSchemaError,
 )
 from ..regex.algebra import DEAD, ProductDFA
-from ..regex.automaton import ByteNFA, LazyDFA
+from ..regex.automaton import ByteNFA, LazyDFA, surely_nonempty
 from ..core.limits import Limits
 from ..regex.nested import HOLE
 from ..regex.parse import Anchored, parse_ecma_anchored, parse_regex
@@ -1509,8 +1509,12 @@ class _Walker:
                 inside, outside = _class_split(value_class)
                 kinds = [(IN, {"allOf": [value_schema(name), inside]}), (OUT, {"allOf": [value_schema(name), outside]})]
             values = [(kind, self.node(sub, where)) for kind, sub in kinds]
+            # A classed value may be empty (P ⊆ X: no OUT item), and so may a required one the tree
+            # cannot vouch for (a pattern under maxLength, a product): an empty required value
+            # empties the object, which the member set's liveness, blind to its counts, would not see.
             values = [(kind, value) for kind, value in values if value != NOTHING and not (
-                kind is not None and LazyDFA(ByteNFA(value, self.limits)).start == DEAD)]  # P ⊆ X: no OUT item
+                (kind is not None or name in required and not surely_nonempty(value))
+                and LazyDFA(ByteNFA(value, self.limits)).start == DEAD)]  # fmt: skip
             if not values and name in required:
                 return NOTHING
             for kind, value in values:

@@ -40,7 +40,7 @@ from .tree import (
 from ..core.limits import Limits
 from ..core.utf8 import add_utf8_trie, byte_runs, clip_to_runs
 
-__all__ = ["DEAD", "ByteNFA", "LazyDFA"]
+__all__ = ["DEAD", "ByteNFA", "LazyDFA", "surely_nonempty"]
 
 
 class ByteNFA(Shared):
@@ -281,7 +281,8 @@ class ByteNFA(Shared):
                 self._loops[q + offset] = tuple(x + offset for x in self._loops[q])  # type: ignore[assignment]
             if q in self.embedded:
                 self.embedded[q + offset] = self.embedded[q]
-            if q in self.lengths:
+            if q in self.lengths and base <= self.lengths[q][0] < top:  # (a node first built inside a
+                # Length's body and copied outside it is outside it: that Length sets its own entries)
                 marker, fewest = self.lengths[q]
                 self.lengths[q + offset] = (marker + offset, fewest)
             if q in self._slack:
@@ -336,46 +337,8 @@ class ByteNFA(Shared):
         return size
 
     def _nonempty(self, node: Node) -> bool:
-        """Whether ``node`` surely matches some text of the alphabet, judged from the tree alone.
-
-        False means unsure: a product (only its search can tell), a character set with no
-        ASCII character in the alphabet, bounds that may exclude everything. Such a part
-        is built at once, where its emptiness shows in the liveness search.
-        """
-        known = self._nonempty_memo.get(id(node))
-        if known is not None:
-            return known
-        result: bool
-        if isinstance(node, CharSet):
-            result = any(self._alphabet[c] for lo, hi in node.ranges for c in range(lo, min(hi, 0x7F) + 1))
-        elif isinstance(node, Literals):
-            result = any(all(self._alphabet[b] for b in option) for option in node.options)
-        elif isinstance(node, Concat):
-            result = all(self._nonempty(part) for part in node.parts)
-        elif isinstance(node, Alt):
-            result = any(self._nonempty(option) for option in node.options)
-        elif isinstance(node, Repeat):
-            result = (node.high is None or node.high >= node.low) and (
-                node.low == 0 or self._nonempty(node.node) and (
-                    node.low == 1 or node.separator is None or self._nonempty(node.separator)))  # fmt: skip
-        elif isinstance(node, Members):
-            result = self._nonempty(node.separator) and all(self._nonempty(item) for item, required in node.items
-                                                            if required)  # fmt: skip
-        elif isinstance(node, MemberSet):
-            required = len(node.required)
-            result = (
-                not node.dependencies and not node.condition and not (node.ordered and node.repeats)
-                and node.min_count <= required and (node.max_count is None or node.max_count >= required)
-                and self._nonempty(node.separator) and all(self._nonempty(node.items[i]) for i in node.required)
-            )  # fmt: skip
-        elif isinstance(node, Multiple):
-            result = bool(self._alphabet[0x30])  # "0" is a multiple of everything
-        elif isinstance(node, Tick):
-            result = True
-        else:  # a product, a nested level, a counted length (its bounds may exclude everything): unsure
-            result = False
-        self._nonempty_memo[id(node)] = result
-        return result
+        """Whether ``node`` surely matches some text of the alphabet (see :func:`surely_nonempty`)."""
+        return surely_nonempty(node, self._alphabet, self._nonempty_memo)
 
     def _build_fresh(self, node: Node) -> tuple[int, int]:
         if isinstance(node, CharSet):
@@ -540,12 +503,14 @@ class ByteNFA(Shared):
         self.ops[marker] = ("length", node.low, node.high)
         self.ops[check] = ("length_end", node.low, node.high)
         self.ops[pop] = ("pop", node.low, node.high)
-        self.epsilon[push].append(entry)
+        fewest = self._fewest_ticks(base, top, end) if node.high is not None else {}
+        if node.high is None or fewest.get(entry, node.high + 1) <= node.high:
+            self.epsilon[push].append(entry)  # (else no text of the body is short enough: it stays
+            # unreachable, so liveness sees the whole Length empty and no state leads into it)
         self.epsilon[end].append(check)
         self.epsilon[check].append(pop)
         self.epsilon[pop].append(exit_)
         if node.high is not None:
-            fewest = self._fewest_ticks(base, top, end)
             for q, ticks in fewest.items():
                 self.lengths[q] = (marker, ticks)
             self._slack[marker] = max(fewest.values(), default=0)
@@ -863,6 +828,53 @@ class ByteNFA(Shared):
             if end not in seen:
                 blocked.add(loop)
         return blocked
+
+
+def surely_nonempty(node: Node, alphabet: bytes = b"\x01" * 256, memo: dict[int, bool] | None = None) -> bool:
+    """Whether ``node`` surely matches some text of the alphabet, judged from the tree alone.
+
+    False means unsure: a product (only its search can tell), a character set with no
+    ASCII character in the alphabet, bounds that may exclude everything. Such a part
+    is built at once, where its emptiness shows in the liveness search. ``memo`` is keyed
+    by node identity, so it must not outlive the tree.
+    """
+    memo = {} if memo is None else memo
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+
+    def sure(part: Node) -> bool:
+        return surely_nonempty(part, alphabet, memo)
+
+    result: bool
+    if isinstance(node, CharSet):
+        result = any(alphabet[c] for lo, hi in node.ranges for c in range(lo, min(hi, 0x7F) + 1))
+    elif isinstance(node, Literals):
+        result = any(all(alphabet[b] for b in option) for option in node.options)
+    elif isinstance(node, Concat):
+        result = all(sure(part) for part in node.parts)
+    elif isinstance(node, Alt):
+        result = any(sure(option) for option in node.options)
+    elif isinstance(node, Repeat):
+        result = (node.high is None or node.high >= node.low) and (
+            node.low == 0 or sure(node.node) and (node.low == 1 or node.separator is None or sure(node.separator)))
+    elif isinstance(node, Members):
+        result = sure(node.separator) and all(sure(item) for item, required in node.items if required)
+    elif isinstance(node, MemberSet):
+        required = len(node.required)
+        result = (
+            not node.dependencies and not node.condition and not (node.ordered and node.repeats)
+            and node.min_count <= required and (node.max_count is None or node.max_count >= required)
+            and sure(node.separator) and all(sure(node.items[i]) for i in node.required)
+        )  # fmt: skip
+    elif isinstance(node, Multiple):
+        result = bool(alphabet[0x30])  # "0" is a multiple of everything
+    elif isinstance(node, Tick):
+        result = True
+    else:  # a product, a nested level, a counted length (its bounds may exclude everything): unsure
+        result = False
+    memo[id(node)] = result
+    return result
 
 
 def _nests(node: Node, memo: dict[int, bool]) -> bool:
