@@ -481,11 +481,12 @@ class FlatTrie:
     def of(cls, levels: list[TrieLevel]) -> "FlatTrie":
         offsets = np.cumsum([0] + [len(level.byte) for level in levels])
         starts = [offsets[d + 1] + level.child_start for d, level in enumerate(levels)]
+        root_children = offsets[1] if levels else 0  # the root's children: the first level
         return cls(
             np.concatenate([level.byte for level in levels] + [np.zeros(1, np.uint8)]),
             np.concatenate([level.token for level in levels] + [np.full(1, -1, np.int32)]),
             np.concatenate([s[:-1] for s in starts] + [np.zeros(1, np.int64)]).astype(np.int32),
-            np.concatenate([s[1:] for s in starts] + [np.full(1, offsets[1] if levels else 0, np.int64)]).astype(np.int32),
+            np.concatenate([s[1:] for s in starts] + [np.full(1, root_children, np.int64)]).astype(np.int32),
         )
 
 

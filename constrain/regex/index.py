@@ -356,8 +356,9 @@ class TokenIndex(Shared):
         if kernel.compiled is not None:  # scattered into a mask and a dense array, read back in id order
             words = np.zeros(bitmask_size(self.vocabulary.size), dtype=np.int32)
             dense = np.empty(self.vocabulary.size, dtype=np.int32)
-            kernel.compiled.scatter(np.ascontiguousarray(token_ids, np.int32), np.ascontiguousarray(next_states, np.int32),
-                                    words, dense)  # fmt: skip
+            kernel.compiled.scatter(
+                np.ascontiguousarray(token_ids, np.int32), np.ascontiguousarray(next_states, np.int32), words, dense
+            )
             ids, states = np.empty(token_ids.size, np.int32), np.empty(token_ids.size, np.int32)
             found = kernel.compiled.gather(words, dense, ids, states)
             return Row(ids[:found], states[:found])
