@@ -38,6 +38,7 @@ from ..errors import (
 )
 from ..regex.algebra import DEAD, ProductDFA
 from ..regex.automaton import ByteNFA, LazyDFA, surely_nonempty
+from ..skeleton import has_rule_ref
 from ..core.limits import Limits
 from ..regex.nested import HOLE
 from ..regex.parse import Anchored, parse_ecma_anchored, parse_regex
@@ -1512,8 +1513,9 @@ class _Walker:
             # A classed value may be empty (P ⊆ X: no OUT item), and so may a required one the tree
             # cannot vouch for (a pattern under maxLength, a product): an empty required value
             # empties the object, which the member set's liveness, blind to its counts, would not see.
+            # (A value that refers to a grammar rule has no automaton: the grammar judges it.)
             values = [(kind, value) for kind, value in values if value != NOTHING and not (
-                (kind is not None or name in required and not surely_nonempty(value))
+                (kind is not None or name in required and not surely_nonempty(value) and not has_rule_ref(value))
                 and LazyDFA(ByteNFA(value, self.limits)).start == DEAD)]  # fmt: skip
             if not values and name in required:
                 return NOTHING
