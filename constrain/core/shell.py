@@ -149,8 +149,10 @@ class GuideShell(Generic[S]):
         out[...] = self._mask(state) if cached is None else cached
 
     def allowed_tokens(self, state: S) -> NDArray[np.bool_]:
+        # Unpacked to exactly vocab_size bytes of 0/1 and viewed as bool, not sliced and copied:
+        # 34 -> 14 us on a cached 49k-token mask, where fill_bitmask takes 5.5 us.
         bits = self._mask(state).view(np.uint8)
-        return np.unpackbits(bits, bitorder="little")[: self.vocab_size].astype(bool)
+        return np.unpackbits(bits, count=self.vocab_size, bitorder="little").view(np.bool_)
 
     def allowed_token_ids(self, state: S) -> NDArray[np.int32]:
         """Sorted ids of the allowed tokens (EOS included where the state is final)."""
