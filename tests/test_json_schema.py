@@ -425,6 +425,16 @@ def test_patterns_read_classes_as_ecma_262(pattern: str, text: str, matches: boo
     assert dfa.matches(json.dumps(text, ensure_ascii=False).encode()) is matches
 
 
+@pytest.mark.parametrize("pattern", ["x|(^a$|b)c", "(^a$|b)c|x", "^x|y(a$|b)", "(a$|b)|^q$|r(^s)"])
+def test_every_alternative_of_a_pattern_with_inner_anchors_is_kept(pattern: str) -> None:
+    """A top-level alternative with anchors inside used to replace the alternatives read before
+    it (``x|(^a$|b)c`` refused ``"x"``); each string here is judged by Python's ``re``, which reads
+    these anchors as ECMA-262 does."""
+    dfa = LazyDFA(ByteNFA(schema_walk({"type": "string", "pattern": pattern}, SchemaOptions()).tree, Limits()))
+    for text in ["x", "xx", "a", "ac", "bc", "b", "ya", "yb", "q", "rs", "s", "r", ""]:
+        assert dfa.matches(json.dumps(text).encode()) is bool(re.search(pattern, text)), text
+
+
 CONTRADICTIONS = [  # issue #13: each accepted a value that breaks one of its bounds
     {"type": "string", "minLength": 1, "maxLength": 0},
     {"allOf": [{"type": "string", "maxLength": 2}, {"minLength": 5}]},

@@ -1291,42 +1291,13 @@ class _Walker:
         return seq(literal('"'), body, literal('"'))
 
     def string_pattern(self, pattern: Any, pointer: str) -> Node:
-        """A ``pattern`` (ECMA-262, unanchored: a *search*) as the string's content.
-
-        Anchors are read per top-level alternative (``^01$|^07$``, ``^(a$)|(^b$)``):
-        an anchored side matches at the string's edge, an open side after or before
-        any other characters.
-        """
+        """A ``pattern`` (ECMA-262, unanchored: a *search*) as the string's content (see ``_pattern_content``)."""
         if not isinstance(pattern, str):
             raise SchemaError(f"pattern at {pointer} must be a string")
-        anything = Repeat(_ANY_CHAR, 0, None)
-        options = []
-        for starts, body, ends in _anchored_alternatives(pattern):
-            looks = []
-            while starts and (peeled := _leading_lookaround(body)) is not None:
-                positive, inner, body = peeled
-                looks.append((positive, self.string_pattern(f"^(?:{inner})", pointer)))
-            try:
-                tree = parse_ecma_anchored(body) if body else Anchored(EMPTY, EMPTY, EMPTY, EMPTY)
-            except PatternError as exc:
-                raise UnsupportedSchemaError("pattern", pointer, str(exc)) from None
-            if tree.whole is tree.free:  # no anchor inside: text around it where this side is open
-                option = seq(EMPTY if starts else anything, _json_escaped(tree.free), EMPTY if ends else anything)
-            else:  # an anchor inside may be used only where nothing stands on its side
-                options = [_json_escaped(tree.whole)]
-                if not ends:
-                    options.append(seq(_json_escaped(tree.starting), anything))
-                if not starts:
-                    options.append(seq(anything, _json_escaped(tree.ending)))
-                if not starts and not ends:
-                    options.append(seq(anything, _json_escaped(tree.free), anything))
-                option = alt(*options)
-            wanted = [look for positive, look in looks if positive]
-            unwanted = [alt(look, _RESPELLED_TEXT) for positive, look in looks if not positive]
-            if wanted:
-                option = Intersect((option, *wanted))
-            options.append(Difference(option, tuple(unwanted)) if unwanted else option)
-        return alt(*options) if options else NOTHING
+        try:
+            return _pattern_content(pattern)
+        except PatternError as exc:
+            raise UnsupportedSchemaError("pattern", pointer, str(exc)) from None
 
     def type_array(self, schema: dict[str, Any], pointer: str) -> Node:
         prefix = [self.node(s, f"{pointer}/prefixItems/{i}") for i, s in enumerate(schema.pop("prefixItems", []))]
@@ -2281,6 +2252,44 @@ def _scalar_spellings(values: list[Any]) -> list[bytes]:
         if isinstance(value, float) and value.is_integer():
             spellings.append(str(int(value)).encode("utf-8"))  # 1.0 == 1 in JSON Schema
     return spellings
+
+
+@lru_cache(maxsize=1024)
+def _pattern_content(pattern: str) -> Node:
+    """A ``pattern`` (ECMA-262, unanchored: a *search*) as JSON string content.
+
+    Anchors are read per top-level alternative (``^01$|^07$``, ``^(a$)|(^b$)``):
+    an anchored side matches at the string's edge, an open side after or before
+    any other characters. Cached by the pattern's text: a definition that ``$ref`` uses in
+    many places repeats its patterns (o3895 parsed one 3,676-character pattern 74 times, most
+    of its compile), and the tree depends on nothing else; trees are immutable, so every use
+    shares one (the automaton builder's per-node caches hold across them too).
+    """
+    anything = Repeat(_ANY_CHAR, 0, None)
+    options = []
+    for starts, body, ends in _anchored_alternatives(pattern):
+        looks = []
+        while starts and (peeled := _leading_lookaround(body)) is not None:
+            positive, inner, body = peeled
+            looks.append((positive, _pattern_content(f"^(?:{inner})")))
+        tree = parse_ecma_anchored(body) if body else Anchored(EMPTY, EMPTY, EMPTY, EMPTY)
+        if tree.whole is tree.free:  # no anchor inside: text around it where this side is open
+            option = seq(EMPTY if starts else anything, _json_escaped(tree.free), EMPTY if ends else anything)
+        else:  # an anchor inside may be used only where nothing stands on its side
+            sides = [_json_escaped(tree.whole)]
+            if not ends:
+                sides.append(seq(_json_escaped(tree.starting), anything))
+            if not starts:
+                sides.append(seq(anything, _json_escaped(tree.ending)))
+            if not starts and not ends:
+                sides.append(seq(anything, _json_escaped(tree.free), anything))
+            option = alt(*sides)
+        wanted = [look for positive, look in looks if positive]
+        unwanted = [alt(look, _RESPELLED_TEXT) for positive, look in looks if not positive]
+        if wanted:
+            option = Intersect((option, *wanted))
+        options.append(Difference(option, tuple(unwanted)) if unwanted else option)
+    return alt(*options) if options else NOTHING
 
 
 def _join(items: list[Node], separator: Node) -> Node:
