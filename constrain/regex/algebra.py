@@ -136,7 +136,7 @@ class ProductDFA(Shared):
         self._tuples: list[Tuple] = []
         self._rows: dict[int, NDArray[np.int32]] = {}
         self._runs: dict[int, list[Run]] = {}
-        self._raw: dict[Tuple, tuple[NDArray[np.int32], list[Tuple], list[Run]]] = {}
+        self._raw: dict[Tuple, tuple[list[Tuple], list[Run]]] = {}
         self._live: set[Tuple] = set()
         self._dead: set[Tuple] = set()
         self._lock = threading.RLock()
@@ -158,12 +158,13 @@ class ProductDFA(Shared):
         if row is not None:
             return row
         with self._lock:
-            columns, successors, spans = self._successors(self._tuples[state])
-            ids = [self._intern(t) if self._is_live(t) else DEAD for t in successors] + [DEAD]
-            row = np.array(ids, dtype=np.int32)[columns]  # columns == len(successors) where none: the DEAD
+            successors, spans = self._successors(self._tuples[state])
+            ids = [self._intern(t) if self._is_live(t) else DEAD for t in successors]
+            row = np.full(256, DEAD, dtype=np.int32)
             runs: list[Run] = []
             for low, high, k in spans:
                 if ids[k] != DEAD:
+                    row[low : high + 1] = ids[k]
                     add_run(runs, low, high, ids[k])
             self._runs[state] = runs
             self._rows[state] = row
@@ -196,9 +197,10 @@ class ProductDFA(Shared):
             return not any(s != DEAD and p.is_final(s) for p, s in others)
         return all(p.is_final(s) for p, s in others)
 
-    def _successors(self, states: Tuple) -> tuple[NDArray[np.int32], list[Tuple], list[Run]]:
-        """Per byte, the index of its successor tuple in the returned list (len(list): none),
-        and the same as spans ``(low, high, index)`` of bytes with one successor tuple."""
+    def _successors(self, states: Tuple) -> tuple[list[Tuple], list[Run]]:
+        """The successor tuples, and spans ``(low, high, index)`` of bytes with one successor
+        tuple (an index into that list). No row of 256: a search needs only these, and most
+        tuples it visits never become states."""
         cached = self._raw.get(states)
         if cached is not None:
             return cached
@@ -226,16 +228,13 @@ class ProductDFA(Shared):
                 k = named[key] = len(successors)
                 successors.append(key)
             add_run(spans, low, end - 1, k)
-        columns = np.full(256, len(successors), dtype=np.int32)
-        for low, high, k in spans:
-            columns[low : high + 1] = k
-        self._raw[states] = (columns, successors, spans)
+        self._raw[states] = (successors, spans)
         if len(self._raw) > self.max_states:
             raise LimitExceededError(
                 "max_dfa_states", self.max_states,
                 "an intersection or difference of patterns needs more states than allowed",
             )  # fmt: skip
-        return columns, successors, spans
+        return successors, spans
 
     def _is_live(self, states: Tuple, deadline: float | None = None) -> bool:
         """Whether an accepting tuple is reachable; the search marks what it learns on the way."""
@@ -255,8 +254,10 @@ class ProductDFA(Shared):
         # among equals. An intersection dives depth first where the parts are finite (breadth
         # first expands every shallow tuple of a wide object first). Where a part nests without
         # bound the search has a budget, and only a search that stays near the surface finds
-        # the witnesses a budget leaves time for: cheapest first, where a byte costs 1 and a
-        # bracket that opens a nested value costs as much as _OPENING_COST bytes. (Breadth
+        # the witnesses a budget leaves time for: cheapest first, where a byte costs 1, a
+        # bracket that opens a nested value as much as _OPENING_COST bytes, and whitespace,
+        # escapes and multi-byte characters 4 (``_BYTE_COST``: they spread the search over
+        # tuples no witness needs; o63308, a oneOf over GeoJSON objects, 2.3 -> 1.8 s). (Breadth
         # first spent the budget on free-form values nested a few levels deep and missed
         # {"a": "x", "c": "abc"}, 19 bytes away in two open objects; fewest brackets first
         # spent it on the member subsets of a wide object before opening the array that a
@@ -268,12 +269,12 @@ class ProductDFA(Shared):
             if current in self._live or self._accepts(current) or self._free(current):
                 found = current
                 break
-            columns, successors, _ = self._successors(current)
-            deeper = _openings(columns, len(successors)) if self.unbounded else ()
+            successors, spans = self._successors(current)
+            steps = _step_costs(spans, len(successors)) if self.unbounded else None
             for k, successor in enumerate(successors):
                 if successor not in parent and successor not in self._dead:
                     parent[successor] = current
-                    push(successor, cost + (_OPENING_COST if k in deeper else 1))
+                    push(successor, cost + (steps[k] if steps is not None else 1))
             if self.unbounded and len(parent) > self.search_budget:
                 # Past the budget a part may nest forever without ever agreeing with the others
                 # (any value minus arrays, after "["), so the search cannot end by exhaustion:
@@ -316,7 +317,7 @@ class ProductDFA(Shared):
                 successor = int(row[byte])
                 if successor != DEAD and successor not in parent:
                     parent[successor] = (state, byte)
-                    heapq.heappush(heap, (cost + (_OPENING_COST if byte in _BRACKETS else 1), next(tick), successor))
+                    heapq.heappush(heap, (cost + _BYTE_COST[byte], next(tick), successor))
         if end is None:
             return False
         path: list[int] = []
@@ -478,18 +479,23 @@ def _learn(found: Any, parent: dict[Any, Any], live: set[Any], dead: set[Any]) -
 _BRACKETS = (ord("["), ord("{"))
 #: What opening a nested value costs a liveness search, in bytes (see ``_is_live``).
 _OPENING_COST = 8
+#: What a byte costs a liveness search where a part nests without bound (see ``_is_live``).
+#: Witnesses are spelled in printable ASCII: whitespace, a backslash escape or a multi-byte
+#: character each add tuples (one per UTF-8 lead byte) that a witness rarely needs, so they
+#: cost more, and a cheapest-first search reaches declared keys and short values first.
+_BYTE_COST = [
+    _OPENING_COST if b in _BRACKETS else 4 if b in b" \t\n\r\\" or b >= 0x80 else 1 for b in range(256)
+]
 
 
-def _openings(columns: NDArray[np.int32], none: int) -> frozenset[int]:
-    """The successors (indexes into a ``_successors`` list) that only ``[`` or ``{`` lead to:
-    where a nested value opens. Inside a string the brackets share a successor with the
-    letters, so they open nothing there."""
-    found = set()
-    for byte in _BRACKETS:
-        k = int(columns[byte])
-        if k != none and set(np.flatnonzero(columns == k).tolist()) <= set(_BRACKETS):
-            found.add(k)
-    return frozenset(found)
+def _step_costs(spans: list[Run], count: int) -> list[int]:
+    """Per successor (an index into a ``_successors`` list), the cost of its cheapest byte."""
+    costs = [_OPENING_COST] * count
+    for low, high, k in spans:
+        cheapest = min(_BYTE_COST[low : high + 1])
+        if cheapest < costs[k]:
+            costs[k] = cheapest
+    return costs
 
 
 #: The bytes a probe tries, printable ASCII first (JSON's own bytes).
