@@ -63,6 +63,8 @@ _VALUES = st.recursive(
 )
 
 
+#: Patterns beside minLength/maxLength: the pattern's own characters counted against the bounds.
+_LENGTH_PATTERNS = ["^a$", "^ab$", "^a+b$", "^[a-c]{2,}$", "b", "^(a|bc)*$", "x?y", "^.{1,3}$", "\\d$"]
 _KEY_PATTERNS = st.sampled_from(["^a", "b", "^x-", "^[a-c]+$", "1$", "(^i|c$)"])
 _REQUIRED = st.lists(_NAMES, min_size=1, max_size=2, unique=True).map(lambda names: {"required": names})
 _PRESENCE = st.one_of(_REQUIRED, _REQUIRED.map(lambda r: {"not": r}),
@@ -81,6 +83,8 @@ def _leaf_schemas() -> st.SearchStrategy[dict[str, Any]]:
                   st.integers(0, 2), st.integers(-2, 2)),  # fmt: skip
         st.builds(lambda p: {"type": "string", "pattern": p}, st.sampled_from(["^a", "b$", "^[a-c]+$", "1", "^$", "^[^a]$", "^.{2}$", "\\W", "^[^\"]+$",
                                                                                "(^a|b)c", "a($|b)", "^(a(b|$))*$"])),  # inner anchors
+        st.builds(lambda p, low, span: {"type": "string", "pattern": p, "minLength": low, "maxLength": max(0, low + span)},
+                  st.sampled_from(_LENGTH_PATTERNS), st.integers(0, 2), st.integers(-1, 3)),  # a count beside a pattern
         st.builds(lambda values, low: {"type": "array", "items": {"enum": values}, "uniqueItems": True, "minItems": low},
                   st.lists(_SCALARS, min_size=1, max_size=4), st.integers(0, 2)),  # fmt: skip
         st.just({"type": "array", "items": {"type": ["boolean", "null"]}, "uniqueItems": True}),
@@ -156,8 +160,10 @@ def _walk(dfa: LazyDFA, rng: random.Random, max_bytes: int = 300) -> bytes | Non
             return bytes(out)
         row = dfa.row(state)
         choices = [b for b in range(256) if row[b] != DEAD]
-        if not choices:
-            return bytes(out) if dfa.is_final(state) else None
+        if not choices:  # every byte the automaton offers must keep the text completable
+            if not dfa.is_final(state):
+                raise AssertionError(f"dead end after {bytes(out)!r}: no byte allowed and the text cannot end")
+            return bytes(out)
         # prefer structural bytes now and then, so walks close what they open
         byte = rng.choice(choices)
         out.append(byte)

@@ -449,6 +449,11 @@ CONTRADICTIONS = [  # issue #13: each accepted a value that breaks one of its bo
     {"type": "array", "items": {"type": "string", "pattern": "^ab", "maxLength": 1}, "minItems": 1},
     # ... and as a required member's value: the object could never close (members looped forever)
     {"type": "object", "properties": {"x": {"type": "string", "pattern": "^a", "maxLength": 0}}, "required": ["x"]},
+    # a pattern that ends in its last counted character: that character was not counted
+    # against maxLength, so "a" under maxLength 0 and "ab" under 1 compiled (schema fuzzer)
+    {"type": "string", "pattern": "^a$", "maxLength": 0},
+    {"type": "string", "pattern": "^ab$", "maxLength": 1},
+    {"type": "array", "items": {"type": "string", "pattern": "^a$", "maxLength": 0}, "minItems": 1},
 ]
 
 
@@ -467,6 +472,35 @@ def test_an_optional_member_with_contradictory_bounds_is_left_out(smollm2: objec
         assert accepts(guide, tokenize_continuation(smollm2, text)) is valid, text
         assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)) is valid
 
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "pattern": "^a+b$", "maxLength": 3},
+    {"type": "string", "pattern": "^(a|bc)*$", "minLength": 1, "maxLength": 4},
+    {"type": "array", "items": {"type": "string", "pattern": "x?y", "maxLength": 2}},
+])
+def test_walks_under_a_pattern_and_a_length_end_where_they_may(smollm2: object, schema: dict) -> None:
+    """Found by the schema fuzzer once it judged dead ends: the last character of a pattern was
+    left out of the fewest characters still to come, so the guide let "aaa" start under
+    ``^a+b$`` and ``maxLength: 3`` and then allowed no token. Every walk must end valid."""
+    guide = constrain.Compiler(smollm2).json_schema(schema)
+    rng = random.Random(0)
+    for _ in range(60):
+        taken, ended = random_walk(guide, guide.vocabulary, rng, max_tokens=40)  # raises on a dead end
+        if ended:
+            jsonschema.validate(json.loads(token_text(guide.vocabulary, taken)), schema)
+
+
+def test_an_object_that_cannot_have_enough_keys_is_an_empty_value(smollm2: object) -> None:
+    """Found by the schema fuzzer: without ``properties`` or undeclared keys (the default refuses
+    them) an object cannot reach ``minProperties: 1``. As the value an ``anyOf`` requires, the
+    guide opened the outer object and then allowed no token; it is an empty language."""
+    schema = {"type": "object", "properties": {"a": {"type": "object", "minProperties": 1, "maxProperties": 1}},
+              "anyOf": [{"required": ["a"]}]}  # fmt: skip
+    with pytest.raises(constrain.EmptyLanguageError):
+        constrain.Compiler(smollm2).json_schema(schema)
+    guide = constrain.Compiler(smollm2).json_schema(schema, strict_properties=False)  # undeclared keys allowed
+    assert accepts(guide, tokenize_continuation(smollm2, '{"a": {"b": 1}}'))
 
 
 def test_a_length_body_copied_outside_its_length_keeps_no_length_bookkeeping(smollm2: object) -> None:

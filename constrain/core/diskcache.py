@@ -54,7 +54,7 @@ __all__ = ["DiskCache", "DiskCacheStats", "FORMAT_VERSION", "Storable"]
 #: 2: LazyDFA keeps its targets → state cache (_moves); 3: member sets count extras by key group;
 #: 4: lazy DFAs and products keep their rows as runs too (_runs); 5: a byte NFA works out
 #: ``unbounded`` on first use (_unbounded).
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 
 #: The header line is JSON of a few short fields; a longer first line is not a header.
 _MAX_HEADER = 4096

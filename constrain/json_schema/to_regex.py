@@ -1544,6 +1544,11 @@ class _Walker:
                 low, groups = 0, ()  # dropped (lenient): the extras need no groups
             else:
                 extra = None
+        # Fewer keys than minProperties where no undeclared key may come: no object at all. The
+        # automaton's liveness, blind to counts, would take it for a live one, and a walk
+        # through it would end nowhere.
+        if extra is None and not groups and not checked and len({name for _, _, name, _ in members}) < low:
+            return NOTHING
         body = MemberSet(
             tuple(m for m, _, _, _ in members), tuple(i for i, (_, r, _, _) in enumerate(members) if r), self.sep, extra,
             low, high, tuple((index[n], tuple(index[x] for x in needs)) for n, needs in dependencies),

@@ -525,8 +525,12 @@ class ByteNFA(Shared):
             for t in [t for _, _, t in self.edges[q]] + self.epsilon[q]:
                 if base <= t < top or t == end:
                     reverse.setdefault(t, []).append(q)
-        fewest = {end: 0}
-        heap = [(0, end)]
+        # A body that ends in a Tick ends *on* it (a Tick is its own entry and exit), and a state's
+        # characters count from the state on, its own tick included: so does the end's.
+        op = self.ops.get(end)
+        last = op[1] if op is not None and op[0] == "tick" else 0
+        fewest = {end: last}
+        heap = [(last, end)]
         while heap:
             ticks, t = heapq.heappop(heap)
             if ticks > fewest.get(t, ticks):
