@@ -454,6 +454,14 @@ CONTRADICTIONS = [  # issue #13: each accepted a value that breaks one of its bo
     {"type": "string", "pattern": "^a$", "maxLength": 0},
     {"type": "string", "pattern": "^ab$", "maxLength": 1},
     {"type": "array", "items": {"type": "string", "pattern": "^a$", "maxLength": 0}, "minItems": 1},
+    # a required value that is an empty product of scalars, or an array that must hold one:
+    # with undeclared members allowed the object went on forever and never closed
+    {"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "pattern": "^ab$", "format": "date"}}},
+    {"type": "object", "required": ["a"], "properties": {"a": {"oneOf": [{"type": "integer"}, {"type": "integer"}]}}},
+    {"type": "object", "required": ["a"], "properties": {"a": {"type": "array", "minItems": 2, "items": {
+        "type": "string", "pattern": "^ab$", "format": "date"}}}},
+    {"type": "object", "required": ["a"], "properties": {"a": {"type": "array", "minItems": 1, "prefixItems": [
+        {"type": "string", "pattern": "^x$", "format": "email"}]}}},
 ]
 
 
