@@ -511,6 +511,27 @@ def test_an_object_that_cannot_have_enough_keys_is_an_empty_value(smollm2: objec
     assert accepts(guide, tokenize_continuation(smollm2, '{"a": {"b": 1}}'))
 
 
+COUNTED_CONTRADICTIONS = [  # schema fuzzer, long run: each opened an object and then allowed no token
+    {"type": "object", "properties": {"a": {"type": "string", "pattern": "^a$", "maxLength": 0}},
+     "anyOf": [{"required": ["a"]}]},
+    {"type": "object", "properties": {"b": {"type": "null"}, "id": {"type": "null"}}, "anyOf": [{"required": ["id"]}],
+     "dependentRequired": {"b": ["a"]}, "minProperties": 2},
+    {"allOf": [{"type": "object", "minProperties": 1, "maxProperties": 1}, {"type": "object", "additionalProperties": {
+        "type": "string", "pattern": "^a$", "maxLength": 0}}]},
+    {"type": "object", "properties": {"a": {}, "b": {"type": "null"}}, "anyOf": [{"not": {"required": ["a"]}}],
+     "minProperties": 2},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", COUNTED_CONTRADICTIONS, ids=range(len(COUNTED_CONTRADICTIONS)))
+def test_members_that_cannot_meet_their_counts_are_an_empty_language(smollm2: object, schema: dict) -> None:
+    """With undeclared keys refused (the default), the declared members a condition, a
+    dependency and minProperties leave cannot add up (or a value they need is empty): no
+    object is valid, which the member set's liveness, blind to counts, did not see."""
+    with pytest.raises(constrain.EmptyLanguageError):
+        constrain.Compiler(smollm2).json_schema(schema)
+
+
 def test_a_length_body_copied_outside_its_length_keeps_no_length_bookkeeping(smollm2: object) -> None:
     """Found by the schema fuzzer (seed 1): a key matching both patterns takes ``pattern: ^a``
     and ``maxLength: 0`` together; the pattern's nodes, built first inside that Length and then

@@ -1482,6 +1482,10 @@ class _Walker:
         for name in presence.names if presence is not None else ():  # a condition's names: tracked too,
             if name not in properties and (additional not in (None, False) or matching(name)):  # where allowed
                 properties[name] = value_schema(name)
+        # the names something asks for (required, a condition, a dependency): only where a value of
+        # theirs is empty does the object lose a way to end (an optional member is left unused)
+        asked = {*required, *(presence.names if presence is not None else ()), *dependent,
+                   *(n for names in dependent.values() for n in names)}  # fmt: skip
         for name in list(dict.fromkeys([*properties, *required])):
             if names_check is not None and not names_check.matches(json.dumps(name, ensure_ascii=False).encode()):
                 if name in required:
@@ -1503,14 +1507,14 @@ class _Walker:
             # scalars: checking every required object built its whole automaton a second time
             # (o19343: 1.8 s -> 7.7 s to compile); an empty product or object stays a known gap.
             values = [(kind, value) for kind, value in values if value != NOTHING and not (
-                self.empty_scalar(value) if kind is None and name in required
+                self.empty_scalar(value) if kind is None and (name in asked or low)
                 else kind is not None and LazyDFA(ByteNFA(value, self.limits)).start == DEAD)]  # fmt: skip
             if not values and name in required:
                 return NOTHING
             for kind, value in values:
                 members.append((seq(key, self.colon, value), name in required and kind is None, name, kind))
         declared = list(dict.fromkeys([*properties, *required]))
-        extra = self.extra_members(declared, keys, additional, names_node, pointer)
+        extra = self.extra_members(declared, keys, additional, names_node, pointer, counted=bool(low))
         if not (self.any_order or counted):
             return self.wrap("{", Members(tuple((m, r) for m, r, _, _ in members), self.sep, extra), "}")
         present = {name for _, _, name, _ in members}
@@ -1566,9 +1570,13 @@ class _Walker:
         # through it would end nowhere.
         if extra is None and not groups and not checked and len({name for _, _, name, _ in members}) < low:
             return NOTHING
+        depends = tuple((index[n], tuple(index[x] for x in needs)) for n, needs in dependencies)
+        if not _counts_reachable([(name, r) for _, r, name, _ in members], depends, condition, low, high,
+                                 None if extra is not None or checked else len(groups)):  # fmt: skip
+            return NOTHING
         body = MemberSet(
             tuple(m for m, _, _, _ in members), tuple(i for i, (_, r, _, _) in enumerate(members) if r), self.sep, extra,
-            low, high, tuple((index[n], tuple(index[x] for x in needs)) for n, needs in dependencies),
+            low, high, depends,
             repeats=self.repeated_keys([name for _, _, name, _ in members]), condition=condition,
             extra_groups=groups, checked_groups=checked,
         )  # any order: a counted object tracks its members anyway, so order would only refuse values
@@ -1648,12 +1656,15 @@ class _Walker:
 
     def extra_members(
         self, declared: list[str], keys: list[tuple[tuple[Node, LazyDFA], Any, str]], additional: Any,
-        names: Node | None, pointer: str,
+        names: Node | None, pointer: str, *, counted: bool = False,
     ) -> Node | None:
         """The members whose key is not declared, as one alternation (see :meth:`extra_options`).
         A superset's take any value: an earlier copy of a repeated key is not kept (see
-        :meth:`checked_groups` for where the value is checked all the same)."""
+        :meth:`checked_groups` for where the value is checked all the same). Where members are
+        ``counted`` (minProperties), an extra whose value is empty is none (see ``empty_scalar``)."""
         options = self.extra_options(declared, keys, additional, names, pointer)
+        if counted and not self.over:
+            options = [(key, value, name) for key, value, name in options if not self.empty_scalar(value)]
         return alt(*(seq(key, self.colon, self.any_value() if self.over else value)
                      for key, value, _ in options)) if options else None  # fmt: skip
 
@@ -1845,19 +1856,69 @@ def _past_rounding(value: float, above: bool) -> Decimal:
     return max(short, first) if above else min(short, first)
 
 
-def _counted_scalar(node: Node) -> bool:
+#: The most tracked members whose subsets ``_counts_reachable`` enumerates (2^12 masks).
+_COUNTED_SUBSETS = 12
+
+
+def _counts_reachable(
+    items: list[tuple[str, bool]], dependencies: tuple[tuple[int, tuple[int, ...]], ...],
+    condition: tuple[tuple[int, int], ...], low: int, high: int | None, extras: int | None,
+) -> bool:
+    """Whether some set of a member set's items (``(name, required)``) meets all of its rules at
+    once: every required item, each item's dependencies, one ``(present, absent)`` pair of the
+    condition, at most one item per name, and between ``low`` and ``high`` members counting up to
+    ``extras`` undeclared ones (None: any number).
+
+    The automaton's liveness follows the member set's edges, blind to these counts, so an object
+    whose rules contradict each other only by counting (``not: {required: [a]}`` beside
+    ``minProperties: 2`` with two declared names) would open and then allow nothing: the schema
+    fuzzer's dead ends after ``{``. Past ``_COUNTED_SUBSETS`` items this answers True (unsure).
+    """
+    if len(items) > _COUNTED_SUBSETS:
+        return True
+    needed = sum(1 << i for i, (_, required) in enumerate(items) if required)
+    same_name = [sum(1 << j for j, (other, _) in enumerate(items) if other == name and j != i)
+                 for i, (name, _) in enumerate(items)]  # fmt: skip
+    for mask in range(1 << len(items)):
+        if mask & needed != needed:
+            continue
+        present = [i for i in range(len(items)) if mask >> i & 1]
+        if any(mask & same_name[i] for i in present):
+            continue
+        if any(mask >> i & 1 and any(not mask >> j & 1 for j in others) for i, others in dependencies):
+            continue
+        if condition and not any(mask & (want | avoid) == want for want, avoid in condition):
+            continue
+        most = None if extras is None else len(present) + extras
+        if (most is None or most >= low) and (high is None or len(present) <= high):
+            return True
+    return False
+
+
+def _counted_scalar(node: Node, memo: dict[int, bool] | None = None) -> bool:
     """Whether ``node`` is a string or number value (characters, counts, lengths, multiples, and
     products of them: ``pattern`` beside ``format``, a ``oneOf`` of integers): no member, item
-    set, nested level or grammar rule, so its automaton is small."""
+    set, nested level or grammar rule, so its automaton is small. ``memo`` is keyed by node
+    identity (a tree shares nodes: through ``$ref`` a billion-laughs schema holds 2^29 paths)."""
+    memo = {} if memo is None else memo
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+    parts: tuple[Node, ...] = ()
     if isinstance(node, (CharSet, Literals, Tick, Multiple)):
-        return True
-    if isinstance(node, (Intersect, Difference)):
-        return all(map(_counted_scalar, node.parts if isinstance(node, Intersect) else (node.base, *node.minus)))
-    if isinstance(node, (Concat, Alt)):
-        return all(_counted_scalar(part) for part in (node.parts if isinstance(node, Concat) else node.options))
-    if isinstance(node, (Repeat, Length)):
-        return _counted_scalar(node.node) and (not isinstance(node, Repeat) or node.separator is None)
-    return False
+        result = True
+    elif isinstance(node, (Intersect, Difference, Concat, Alt)):
+        result = True
+        parts = (node.parts if isinstance(node, (Intersect, Concat)) else node.options if isinstance(node, Alt)
+                 else (node.base, *node.minus))  # fmt: skip
+    elif isinstance(node, (Repeat, Length)):
+        result = not isinstance(node, Repeat) or node.separator is None
+        parts = (node.node,)
+    else:
+        result = False
+    result = result and all(_counted_scalar(part, memo) for part in parts)
+    memo[id(node)] = result
+    return result
 
 
 def _class_split(value_class: Any) -> tuple[Any, Any]:
