@@ -520,6 +520,8 @@ COUNTED_CONTRADICTIONS = [  # schema fuzzer, long run: each opened an object and
         "type": "string", "pattern": "^a$", "maxLength": 0}}]},
     {"type": "object", "properties": {"a": {}, "b": {"type": "null"}}, "anyOf": [{"not": {"required": ["a"]}}],
      "minProperties": 2},
+    {"type": "object", "properties": {"a": {"type": "array", "items": {"enum": [None]}, "uniqueItems": True,
+                                            "minItems": 2}}, "anyOf": [{"required": ["a"]}]},
 ]  # fmt: skip
 
 

@@ -1353,6 +1353,8 @@ class _Walker:
         spellings never both appear.
         """
         nodes = tuple(self.node({"allOf": [items, {"const": value}]}, f"{pointer}/items") for value in values)
+        if len([n for n in nodes if n != NOTHING]) < low:
+            return NOTHING  # fewer distinct values than minItems: no array (a count liveness does not see)
         return self.wrap("[", MemberSet(nodes, (), self.sep, min_count=low, max_count=high), "]")
 
     def plain_array(self, item: Node | None, prefix: list[Node], low: int, high: int | None) -> Node:
