@@ -1567,11 +1567,6 @@ class _Walker:
                 low, groups = 0, ()  # dropped (lenient): the extras need no groups
             else:
                 extra = None
-        # Fewer keys than minProperties where no undeclared key may come: no object at all. The
-        # automaton's liveness, blind to counts, would take it for a live one, and a walk
-        # through it would end nowhere.
-        if extra is None and not groups and not checked and len({name for _, _, name, _ in members}) < low:
-            return NOTHING
         depends = tuple((index[n], tuple(index[x] for x in needs)) for n, needs in dependencies)
         if not _counts_reachable([(name, r) for _, r, name, _ in members], depends, condition, low, high,
                                  None if extra is not None or checked else len(groups)):  # fmt: skip
@@ -1874,10 +1869,11 @@ def _counts_reachable(
     The automaton's liveness follows the member set's edges, blind to these counts, so an object
     whose rules contradict each other only by counting (``not: {required: [a]}`` beside
     ``minProperties: 2`` with two declared names) would open and then allow nothing: the schema
-    fuzzer's dead ends after ``{``. Past ``_COUNTED_SUBSETS`` items this answers True (unsure).
+    fuzzer's dead ends after ``{``. Past ``_COUNTED_SUBSETS`` items only the names are counted
+    against ``low`` (otherwise unsure: True).
     """
     if len(items) > _COUNTED_SUBSETS:
-        return True
+        return extras is None or len({name for name, _ in items}) + extras >= low
     needed = sum(1 << i for i, (_, required) in enumerate(items) if required)
     same_name = [sum(1 << j for j, (other, _) in enumerate(items) if other == name and j != i)
                  for i, (name, _) in enumerate(items)]  # fmt: skip
