@@ -514,3 +514,27 @@ def test_listed_values_beside_a_condition_get_the_validators_verdict(smollm2: ob
     for value in listed:
         for text in (json.dumps(value), json.dumps(value, separators=(",", ":"))):
             assert accepts(guide, tokenize_continuation(smollm2, text)) is validator.is_valid(value), text
+
+
+REST_BESIDE_PATTERNS = [
+    # schema fuzz seed 2 at 41b2a9a: merged into one schema, ^a from the second branch exempted
+    # "ab" from the first branch's additionalProperties: false, and {"ab": null} got through
+    ({"allOf": [{"type": "object", "additionalProperties": False},
+                {"type": "object", "patternProperties": {"^a": {"type": "null"}}, "additionalProperties": False}]},
+     {"{}": True, '{"ab": null}': False, '{"b": null}': False}),
+    ({"allOf": [{"properties": {"b": True}, "additionalProperties": {"type": "integer"}},
+                {"patternProperties": {"^a": {"type": "null"}}}]},
+     {'{"ab": null}': False, '{"ab": 1}': False, '{"b": "x", "c": 2}': True, '{"a": "x"}': False, "{}": True}),
+]
+
+
+@pytest.mark.parametrize("schema, texts", REST_BESIDE_PATTERNS, ids=range(len(REST_BESIDE_PATTERNS)))
+def test_an_all_of_branch_judges_the_keys_another_branchs_patterns_match(schema: dict, texts: dict[str, bool]) -> None:
+    validator = jsonschema.Draft202012Validator(schema)
+    for spec in (False, True):
+        dfa = LazyDFA(ByteNFA(schema_walk(schema, SchemaOptions(strict_properties=not spec)).tree, Limits()))
+        for text, valid in texts.items():
+            assert validator.is_valid(json.loads(text)) == valid, text
+            assert not dfa.matches(text.encode()) or valid, text  # never weaker, in either mode
+            if spec:
+                assert dfa.matches(text.encode()) == valid, text
