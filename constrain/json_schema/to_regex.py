@@ -1780,11 +1780,13 @@ def _merge(merged: dict[str, Any], branch: dict[str, Any]) -> dict[str, Any]:
     """
     out = dict(merged)
     positional = {"prefixItems", "items", "properties", "additionalProperties"}
-    patterns = merged.get("patternProperties"), branch.get("patternProperties")
-    if (patterns[0] or patterns[1]) and _json_key(patterns[0] or {}) != _json_key(patterns[1] or {}) and any(
-        _json_key(side.get("additionalProperties", True)) != "true" for side in (merged, branch)
-    ):  # one side's rest would judge keys that the other side's patterns exempt from the merged rest
-        raise _Clash("patternProperties")
+    for one, other in ((merged, branch), (branch, merged)):
+        # the other side's patterns would exempt keys from the merged rest that this side's rest
+        # judges (two different pattern sets clash below, as any two different values do)
+        if other.get("patternProperties") and not one.get("patternProperties") and (
+            _json_key(one.get("additionalProperties", True)) != "true"
+        ):
+            raise _Clash("patternProperties")
     for key, value in branch.items():
         if key in positional:
             continue
