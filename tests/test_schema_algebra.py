@@ -516,6 +516,38 @@ def test_listed_values_beside_a_condition_get_the_validators_verdict(smollm2: ob
             assert accepts(guide, tokenize_continuation(smollm2, text)) is validator.is_valid(value), text
 
 
+TYPED_BOOLEAN_ALGEBRA = [
+    # (schema, texts and whether each is valid): allany23 in small, a not of an anyOf of nots of
+    # allOfs of patterns, beside a type that leaves strings only; allany4 in small; oneofpr1 in
+    # small, where the objects' undeclared values are free-form still
+    ({"type": "string", "not": {"anyOf": [{"not": {"allOf": [{"pattern": "a"}, {"pattern": "b"}]}}]}},
+     {'"ab"': True, '"ba"': True, '"a"': False, '"b"': False, '""': False, "1": False, '{"a": "ab"}': False}),
+    ({"type": "integer", "not": {"multipleOf": 8}, "anyOf": [{"multipleOf": 3}, {"not": {"minimum": 10}}]},
+     {"3": True, "5": True, "24": False, "12": True, "16": False, "11": False, '"3"': False}),
+    ({"type": "object", "not": {"patternProperties": {"a": {"not": {"type": "string", "pattern": "7"}}}}},
+     {'{"a": "77"}': True, '{"b": 1, "a": "7"}': True, '{"a": 7}': False, '{"a": "x"}': False, '{"b": 7}': False,
+      "{}": False, '"a"': False}),
+]
+
+
+@pytest.mark.parametrize("schema, texts", TYPED_BOOLEAN_ALGEBRA, ids=range(len(TYPED_BOOLEAN_ALGEBRA)))
+def test_a_typed_value_subtracts_only_values_of_its_own_type(schema: dict, texts: dict[str, bool]) -> None:
+    """A ``not`` or ``anyOf`` without a ``type`` of its own is a free-form value (objects and
+    arrays nested without bound), but beside ``type: string`` only its strings can meet the
+    base: the builder leaves the rest out (``automaton.narrowed``), and no product searches
+    through a part that nests without bound, which budgets its search and may give up. The
+    language stays the schema's, judged by the ``jsonschema`` library."""
+    validator = jsonschema.Draft202012Validator(schema)
+    nfa = ByteNFA(schema_walk(schema, SchemaOptions(strict_properties=False)).tree, Limits())
+    dfa = LazyDFA(nfa)
+    for text, valid in texts.items():
+        assert validator.is_valid(json.loads(text)) == valid, text
+        assert dfa.matches(text.encode()) == valid, text
+    products = [p for key, p in nfa._parts.items() if key[0] == "product"]
+    assert products and not any(p.gave_up for p in products)
+    assert any(p.unbounded for p in products) == ("object" in schema.values())
+
+
 REST_BESIDE_PATTERNS = [
     # schema fuzz seed 2 at 41b2a9a: merged into one schema, ^a from the second branch exempted
     # "ab" from the first branch's additionalProperties: false, and {"ab": null} got through

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import operator
 import threading
 import time
 from collections import deque
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, reduce
 from typing import Any, cast
 
 import numpy as np
@@ -32,10 +33,10 @@ from numpy.typing import NDArray
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
 from .algebra import DEAD, Automaton, EndsWithDFA, ProductDFA, Run, add_run, runs_of, visit_deadline
-from .nested import NestedDFA
+from .nested import HOLE, NestedDFA
 from .tree import (
     Alt, CharSet, Concat, Difference, EndsWith, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node,
-    Repeat, Tick,
+    NOTHING, Repeat, Tick, alt,
 )
 from ..core.limits import Limits
 from ..core.utf8 import add_utf8_trie, byte_runs, clip_to_runs
@@ -387,7 +388,8 @@ class ByteNFA(Shared):
                 )  # fmt: skip
             return self._embed(known)
         if isinstance(node, (Intersect, Difference)):
-            return self._embed(self._product(node))
+            simpler = narrowed(node)
+            return self._embed(self._product(simpler)) if isinstance(simpler, (Intersect, Difference)) else self._build(simpler)
         raise TypeError(f"unknown regex node {node!r}")
 
     def _product(self, node: "Intersect | Difference") -> ProductDFA:
@@ -411,7 +413,9 @@ class ByteNFA(Shared):
         and a row copy per product state (a quarter of the parts of a nested ``not``/``anyOf``).
         """
         if isinstance(node, (Intersect, Difference)):
-            return self._product(node)
+            node = narrowed(node)
+            if isinstance(node, (Intersect, Difference)):
+                return self._product(node)
         key = ("part", node, self._alphabet)
         known = self._parts.get(key)
         if known is None:
@@ -891,22 +895,159 @@ def _nests(node: Node, memo: dict[int, bool]) -> bool:
     own = getattr(node, "__dict__", None)
     known = memo.get(id(node)) if own is None else own.get("_nests")
     if known is None:
-        if isinstance(node, Nested):
-            known = True
-        else:
-            children: list[Any] = []
-            for name in ("parts", "options", "items", "node", "separator", "extra", "extra_groups",
-                         "checked_groups", "base", "minus", "repeats"):
-                value = getattr(node, name, None)
-                children += value if isinstance(value, tuple) else [value]
-            # Members' items are (node, required), a member set's repeats (item, node)
-            flat = [x for c in children for x in (c if isinstance(c, tuple) else (c,))]
-            known = any(_nests(c, memo) for c in flat if isinstance(c, _NODE_TYPES))
+        known = isinstance(node, Nested) or any(_nests(c, memo) for c in _children(node))
         if own is None:
             memo[id(node)] = known
         else:
             object.__setattr__(node, "_nests", known)
     return known
+
+
+def _children(node: Node) -> list[Node]:
+    """The nodes directly inside ``node``, whatever its kind."""
+    children: list[Any] = []
+    for name in ("parts", "options", "items", "node", "separator", "extra", "extra_groups",
+                 "checked_groups", "base", "minus", "repeats", "level"):
+        value = getattr(node, name, None)
+        children += value if isinstance(value, tuple) else [value]
+    # Members' items are (node, required), a member set's repeats (item, node)
+    flat = [x for c in children for x in (c if isinstance(c, tuple) else (c,))]
+    return [c for c in flat if isinstance(c, _NODE_TYPES)]
+
+
+def _holds_hole(node: Node, memo: dict[int, bool]) -> bool:
+    """Whether ``node`` may read the byte ``HOLE`` (see :mod:`.nested`) anywhere."""
+    known = memo.get(id(node))
+    if known is None:
+        if isinstance(node, CharSet):
+            known = any(low <= HOLE <= high for low, high in node.ranges)
+        elif isinstance(node, Literals):
+            known = any(HOLE in option for option in node.options)
+        else:
+            known = any(_holds_hole(c, memo) for c in _children(node))
+        memo[id(node)] = known
+    return known
+
+
+#: Every byte may start the text, and the empty text is possible: what ``_first`` says when unsure.
+_ANY_FIRST = ((1 << 256) - 1, True)
+_BRACKETS = (1 << ord("[")) | (1 << ord("{"))
+
+
+def _first(node: Node) -> tuple[int, bool]:
+    """A superset of the bytes a nonempty text of ``node`` starts with (bit ``b`` of the int: byte
+    ``b``), and whether ``node`` may match the empty text (True where unsure).
+
+    Kept on the node where it has a ``__dict__`` (as ``_nests`` is): trees share subtrees.
+    """
+    own = getattr(node, "__dict__", None)
+    known = None if own is None else own.get("_first")
+    if known is not None:
+        return cast("tuple[int, bool]", known)
+    result: tuple[int, bool]
+    if isinstance(node, CharSet):
+        mask = 0
+        for low, high in node.ranges:
+            if low < 0x80:
+                mask |= ((1 << (min(high, 0x7F) + 1)) - 1) & ~((1 << low) - 1)
+            if high >= 0x80:  # a lead byte of a multi-byte character: all of them, coarsely
+                mask |= ((1 << 0x100) - 1) & ~((1 << 0xC0) - 1)
+        result = (mask, False)
+    elif isinstance(node, Literals):
+        result = (sum(1 << b for b in {o[0] for o in node.options if o}), any(not o for o in node.options))
+    elif isinstance(node, Concat):
+        mask, empty = 0, True
+        for part in node.parts:
+            part_mask, part_empty = _first(part)
+            mask |= part_mask
+            if not part_empty:
+                empty = False
+                break
+        result = (mask, empty)
+    elif isinstance(node, Alt):
+        firsts = [_first(option) for option in node.options]
+        result = (reduce(operator.or_, (m for m, _ in firsts), 0), any(e for _, e in firsts))
+    elif isinstance(node, (Repeat, Length)):
+        mask, empty = _first(node.node)
+        result = (mask, empty or node.low == 0)
+    elif isinstance(node, Multiple):
+        result = (sum(1 << b for b in b"-0123456789"), False)
+    elif isinstance(node, Intersect):
+        firsts = [_first(part) for part in node.parts]
+        result = (reduce(operator.and_, (m for m, _ in firsts)), all(e for _, e in firsts))
+    elif isinstance(node, Difference):
+        result = _first(node.base)
+    elif isinstance(node, EndsWith):
+        result = _first(node.node)
+    elif isinstance(node, Tick):
+        result = (0, True)
+    elif isinstance(node, Nested):  # its own level, where a hole first would be a bracket
+        mask, empty = _first(node.level)
+        result = (mask | _BRACKETS if mask & (1 << HOLE) else mask, empty)
+    else:  # members, a rule: unsure
+        result = _ANY_FIRST
+    if own is not None:
+        object.__setattr__(node, "_first", result)
+    return result
+
+
+def narrowed(node: Node) -> Node:
+    """``node`` with the parts of its products that cannot meet left out: the same language.
+
+    A JSON value's first byte tells its type, so ``not: {pattern: ...}`` beside ``type:
+    string`` subtracts a free-form value (objects and arrays nested without bound) of which
+    only the strings can ever meet the base. Left in, every liveness search of the product
+    runs through the free-form part's states and is budgeted as unbounded (allany23: nots of
+    anyOfs of allOfs of patterns, 3.3 s). A difference keeps of each subtracted part only
+    what starts as its base may start; an intersection keeps of each part what starts as
+    all of them may. The narrowed parts' own products narrow theirs when they are built.
+    """
+    if isinstance(node, Difference):
+        base, minus = node.base, list(node.minus)
+        while isinstance(base, Difference):  # (a - b) - c = a - b - c
+            minus[:0] = base.minus
+            base = base.base
+        first = _first(base)
+        kept: list[Node] = []
+        for part in minus:
+            part = _starting(part, first)
+            # a - (b | c) = a - b - c: each alternative a part of the product itself, where as one
+            # part it would be a lazy DFA whose states are the sets of its options' product states
+            kept += part.options if isinstance(part, Alt) else [part] if part != NOTHING else []
+        return Difference(base, tuple(dict.fromkeys(kept))) if kept else base
+    if isinstance(node, Intersect):
+        first = _first(node)
+        parts: list[Node] = []
+        for part in node.parts:
+            part = _starting(part, first)
+            parts += part.parts if isinstance(part, Intersect) else [part]  # a & (b & c) = a & b & c
+        return NOTHING if NOTHING in parts else Intersect(tuple(dict.fromkeys(parts)))
+    return node
+
+
+def _starting(node: Node, first: tuple[int, bool]) -> Node:
+    """A sublanguage of ``node`` that holds every one of its texts that starts with a byte of
+    ``first`` (or is empty, where ``first`` allows that): options of alternations that start
+    otherwise are left out, through intersections and the bases of differences."""
+    mask, empty = _first(node)
+    if not mask & first[0] and not (empty and first[1]):
+        return NOTHING
+    if isinstance(node, Alt):
+        kept = [o for o in (_starting(o, first) for o in node.options) if o != NOTHING]
+        return alt(*kept) if kept else NOTHING
+    if isinstance(node, Intersect):
+        parts = tuple(_starting(part, first) for part in node.parts)
+        return NOTHING if NOTHING in parts else Intersect(parts)
+    if isinstance(node, Difference):
+        base = _starting(node.base, first)
+        return NOTHING if base == NOTHING else Difference(base, node.minus)
+    if isinstance(node, Nested) and isinstance(node.level, Alt):
+        # a free-form value of which only scalars may start so (a string's not, a number's
+        # anyOf): those scalars, which hold no hole and so no nesting
+        scalars = _starting(node.level, first)
+        if not _holds_hole(scalars, {}):
+            return scalars
+    return node
 
 
 def _byte_mask(ranges: tuple[tuple[int, int], ...]) -> NDArray[np.bool_]:
