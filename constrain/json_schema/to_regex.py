@@ -983,19 +983,26 @@ class _Walker:
         required = schema.get("required")
         properties = schema.get("properties")
         tags: dict[str, frozenset[str]] = {}
+        untags: dict[str, frozenset[str]] = {}
         if isinstance(properties, dict):
             for name, sub in properties.items():
                 try:
                     sub = self.deref(sub, pointer)
+                    negated = self.deref(sub.get("not"), pointer) if isinstance(sub, dict) else None
                 except ConstrainError:
                     continue
-                if isinstance(sub, dict) and "const" in sub and "const" not in lacks:
-                    tags[name] = frozenset([_json_key(sub["const"])])
-                elif isinstance(sub, dict) and isinstance(sub.get("enum"), list):
-                    tags[name] = frozenset(_json_key(v) for v in sub["enum"])
-        if isinstance(required, list) or tags:
+                listed = _listed_values(sub, lacks)
+                if listed is not None:
+                    tags[name] = listed
+                unlisted = _listed_values(negated, lacks)
+                if unlisted is not None:
+                    untags[name] = unlisted
+        # an object of this schema holds declared names only (patterns would admit more)
+        closed = (frozenset(properties) if schema.get("additionalProperties") is False and isinstance(properties, dict)
+                  and not schema.get("patternProperties") else None)  # fmt: skip
+        if isinstance(required, list) or tags or untags or closed is not None:
             names = frozenset(n for n in required if isinstance(n, str)) if isinstance(required, list) else frozenset()
-            found = found.meet(_Facts(required=names, tags=tags))
+            found = found.meet(_Facts(required=names, tags=tags or None, untags=untags or None, closed=closed))
         for sub in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
             found = found.meet(self.facts(sub, pointer, depth + 1, base))
         if isinstance(schema.get("$ref"), str):
@@ -2213,6 +2220,10 @@ class _Facts:
     value_types: frozenset[str] | None = None
     required: frozenset[str] = frozenset()
     tags: dict[str, frozenset[str]] | None = None
+    #: The keys a property's value must not have when present (``not: {enum: [...]}``).
+    untags: dict[str, frozenset[str]] | None = None
+    #: The only names an object may hold (``additionalProperties: false``), or None.
+    closed: frozenset[str] | None = None
 
     def meet(self, other: "_Facts") -> "_Facts":
         """The facts of both schemas at once (an ``allOf``)."""
@@ -2222,8 +2233,32 @@ class _Facts:
         tags = dict(self.tags or {})
         for name, keys in (other.tags or {}).items():
             tags[name] = tags[name] & keys if name in tags else keys
+        untags = dict(self.untags or {})
+        for name, keys in (other.untags or {}).items():
+            untags[name] = untags[name] | keys if name in untags else keys
         return _Facts(self.empty or other.empty, both(self.types, other.types), both(self.values, other.values),
-                      both(self.value_types, other.value_types), self.required | other.required, tags or None)
+                      both(self.value_types, other.value_types), self.required | other.required, tags or None,
+                      untags or None, both(self.closed, other.closed))  # fmt: skip
+
+    def admits(self, key: str) -> bool:
+        """Whether the value whose JSON key is ``key`` may satisfy these facts (False: surely not)."""
+        value = json.loads(key)
+        kinds = self.admitted()
+        if self.empty or (self.values is not None and key not in self.values) or (
+            kinds is not None and _json_type(value) not in kinds
+        ):
+            return False
+        if not isinstance(value, dict):
+            return True
+        if not self.required <= set(value) or (self.closed is not None and not set(value) <= self.closed):
+            return False
+        for name, member in value.items():
+            member_key = _json_key(member)
+            if (self.tags and name in self.tags and member_key not in self.tags[name]) or (
+                self.untags and name in self.untags and member_key in self.untags[name]
+            ):
+                return False
+        return True
 
     def admitted(self) -> frozenset[str] | None:
         """The JSON types an instance may have, or None for any."""
@@ -2241,11 +2276,19 @@ class _Facts:
             return True
         if self.values is not None and other.values is not None and not self.values & other.values:
             return True
+        for one, two in ((self, other), (other, self)):  # a listed value that the other side excludes
+            if one.values is not None and not any(two.admits(key) for key in one.values):
+                return True
         # A tag tells objects apart only: a non-object satisfies required and properties alike.
         if (mine is not None and mine <= {"object"}) or (theirs is not None and theirs <= {"object"}):
             for one, two in ((self, other), (other, self)):
-                for name in one.required:
-                    if name in (one.tags or {}) and name in (two.tags or {}) and not one.tags[name] & two.tags[name]:  # type: ignore[index]
+                if two.closed is not None and not one.required <= two.closed:  # a name the other never holds
+                    return True
+                for name in one.required & set(one.tags or {}):
+                    keys = one.tags[name]  # type: ignore[index]
+                    if (two.tags and name in two.tags and not keys & two.tags[name]) or (
+                        two.untags and name in two.untags and keys <= two.untags[name]
+                    ):
                         return True
         return False
 
@@ -2312,6 +2355,15 @@ def _finite_values(items: Any) -> list[Any] | None:
         return None
     distinct = list({_json_key(v): v for v in values}.values())
     return distinct if len(distinct) <= _UNIQUE_VALUES else None
+
+
+def _listed_values(schema: Any, lacks: frozenset[str]) -> frozenset[str] | None:
+    """The JSON keys of the only values ``schema`` allows (its ``const`` or ``enum``), or None."""
+    if isinstance(schema, dict) and "const" in schema and "const" not in lacks:
+        return frozenset([_json_key(schema["const"])])
+    if isinstance(schema, dict) and isinstance(schema.get("enum"), list):
+        return frozenset(_json_key(v) for v in schema["enum"])
+    return None
 
 
 def _json_key(value: Any) -> str:
