@@ -1637,7 +1637,7 @@ class _Walker:
             classes.append((Difference(inside, minus) if minus else inside,
                             _conjoin_all([keys[i][1] for i in chosen]), where))  # fmt: skip
         if additional not in (None, False):
-            rest = _other_key(declared)
+            rest = _other_key(tuple(declared))
             if keys:
                 rest = Difference(rest, tuple(k[0][0] for k in keys))
             classes.append((rest, additional, f"{pointer}/additionalProperties"))
@@ -2529,8 +2529,13 @@ _CANONICAL_TEXT = Repeat(_CANONICAL_CHAR, 0, None)
 _RESPELLED_TEXT = _fragment(_ESCAPED_STRING[1:-1])
 
 
-def _other_key(names: list[str]) -> Node:
+@lru_cache(maxsize=256)
+def _other_key(names: tuple[str, ...]) -> Node:
     """Canonically spelled JSON key content that is none of ``names``: a trie complement.
+
+    Kept per list of names: one node for every object that declares the same names (a
+    ``oneOf`` subtracts supersets of its branches, walked again), so the automaton builder
+    copies its states instead of building them again (o48661: 196 calls, 0.8 s).
 
     Keys spelled any other way (``"\\u0061"`` for ``a``) are left out entirely: that
     spelling of a declared name would slip past the declared property's own schema.
