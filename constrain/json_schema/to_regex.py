@@ -37,7 +37,7 @@ from ..errors import (
     ConstrainError, LimitExceededError, PatternError, RecursiveSchemaError, SchemaError, UnsupportedSchemaError,
 )
 from ..regex.algebra import DEAD, ProductDFA
-from ..regex.automaton import ByteNFA, LazyDFA, surely_nonempty
+from ..regex.automaton import ByteNFA, LazyDFA, narrowed, surely_nonempty
 from ..core.limits import Limits
 from ..regex.nested import HOLE
 from ..regex.parse import Anchored, parse_ecma_anchored, parse_regex
@@ -1917,7 +1917,10 @@ def _counted_scalar(node: Node, memo: dict[int, bool] | None = None) -> bool:
     if known is not None:
         return known
     parts: tuple[Node, ...] = ()
-    if isinstance(node, (CharSet, Literals, Tick, Multiple)):
+    if isinstance(node, (Intersect, Difference)) and narrowed(node) is not node:
+        # as the automaton builds it: a string's not subtracts strings, not a free-form value
+        result, parts = True, (narrowed(node),)
+    elif isinstance(node, (CharSet, Literals, Tick, Multiple)):
         result = True
     elif isinstance(node, (Intersect, Difference, Concat, Alt)):
         result = True

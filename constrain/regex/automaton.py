@@ -967,9 +967,12 @@ def _first(node: Node) -> tuple[int, bool]:
     elif isinstance(node, Alt):
         firsts = [_first(option) for option in node.options]
         result = (reduce(operator.or_, (m for m, _ in firsts), 0), any(e for _, e in firsts))
-    elif isinstance(node, (Repeat, Length)):
+    elif isinstance(node, Repeat):
         mask, empty = _first(node.node)
         result = (mask, empty or node.low == 0)
+    elif isinstance(node, Length):  # the empty text has no characters
+        mask, empty = _first(node.node)
+        result = (mask, empty and node.low == 0)
     elif isinstance(node, Multiple):
         result = (sum(1 << b for b in b"-0123456789"), False)
     elif isinstance(node, Intersect):
@@ -1001,7 +1004,20 @@ def narrowed(node: Node) -> Node:
     anyOfs of allOfs of patterns, 3.3 s). A difference keeps of each subtracted part only
     what starts as its base may start; an intersection keeps of each part what starts as
     all of them may. The narrowed parts' own products narrow theirs when they are built.
+    Kept on the node, as ``_first`` is.
     """
+    known = node.__dict__.get("_narrowed") if isinstance(node, (Intersect, Difference)) else node
+    if known is None:
+        known = _narrow(node)
+        if known == node:
+            known = node
+        elif isinstance(known, (Intersect, Difference)):
+            object.__setattr__(known, "_narrowed", known)  # narrowed once is enough
+        object.__setattr__(node, "_narrowed", known)
+    return cast(Node, known)
+
+
+def _narrow(node: Node) -> Node:
     if isinstance(node, Difference):
         base, minus = node.base, list(node.minus)
         while isinstance(base, Difference):  # (a - b) - c = a - b - c
