@@ -389,7 +389,9 @@ class ByteNFA(Shared):
             return self._embed(known)
         if isinstance(node, (Intersect, Difference)):
             simpler = narrowed(node)
-            return self._embed(self._product(simpler)) if isinstance(simpler, (Intersect, Difference)) else self._build(simpler)
+            if isinstance(simpler, (Intersect, Difference)):
+                return self._embed(self._product(simpler))
+            return self._build(simpler)
         raise TypeError(f"unknown regex node {node!r}")
 
     def _product(self, node: "Intersect | Difference") -> ProductDFA:
