@@ -210,6 +210,29 @@ def _integral_float(value: Any) -> bool:
     return False
 
 
+def _keys_counted_as_one(schema: Any, value: Any) -> bool:
+    """Whether the documented stricter count may refuse ``value``: under ``minProperties`` of 2
+    or more, undeclared keys count once per group of their last byte modulo 8, for two such
+    keys may be one repeated key (docs/json_schema.md, "Repeated keys"; pinned by
+    test_schema_algebra's counted-object tests). Judged coarsely: some ``minProperties`` ≥ 2
+    in the schema and some object of the value with two keys of one group."""
+    return _counts_two(schema) and _shares_a_group(value)
+
+
+def _counts_two(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        minimum = schema.get("minProperties")
+        return isinstance(minimum, int) and minimum >= 2 or any(_counts_two(v) for v in schema.values())
+    return isinstance(schema, list) and any(_counts_two(v) for v in schema)
+
+
+def _shares_a_group(value: Any) -> bool:
+    if isinstance(value, dict):
+        groups = [key.encode()[-1] % 8 if key else -1 for key in value]
+        return len(set(groups)) < len(groups) or any(_shares_a_group(v) for v in value.values())
+    return isinstance(value, list) and any(_shares_a_group(v) for v in value)
+
+
 # ---------------------------------------------------------------------- properties
 
 
@@ -251,7 +274,7 @@ def test_valid_values_are_accepted(schema: dict[str, Any], values: list[Any]) ->
         return
     oracle = ExactValidator(schema, format_checker=jsonschema.FormatChecker())
     for value in values:
-        if _integral_float(value) or not oracle.is_valid(value):
+        if _integral_float(value) or not oracle.is_valid(value) or _keys_counted_as_one(schema, value):
             continue
         for text in (json.dumps(value), json.dumps(value, separators=(",", ":"))):
             assert dfa.matches(text.encode()), f"valid {text} refused for {json.dumps(schema)}"

@@ -511,6 +511,9 @@ def test_an_object_that_cannot_have_enough_keys_is_an_empty_value(smollm2: objec
     assert accepts(guide, tokenize_continuation(smollm2, '{"a": {"b": 1}}'))
 
 
+#: An array no element can satisfy: contains an array of at least one and at most no items.
+_NO_ARRAY = {"type": "array", "contains": {"type": "array", "minItems": 1, "maxItems": 0}, "maxContains": 1}
+
 COUNTED_CONTRADICTIONS = [  # schema fuzzer, long run: each opened an object and then allowed no token
     {"type": "object", "properties": {"a": {"type": "string", "pattern": "^a$", "maxLength": 0}},
      "anyOf": [{"required": ["a"]}]},
@@ -526,6 +529,11 @@ COUNTED_CONTRADICTIONS = [  # schema fuzzer, long run: each opened an object and
     # its emptiness was left to its automaton (seed 2 at e82ec18)
     {"type": "object", "properties": {"a": {"if": {"type": "null"}, "then": {"type": "boolean"},
                                             "else": {"type": "null"}}}, "anyOf": [{"required": ["a"]}]},
+    # a value that is an empty product (no element can meet contains) gave its member a path
+    # the member set's guards counted on (seed 3 at de37989); then a count that needs it
+    {"type": "object", "properties": {"a": _NO_ARRAY}, "anyOf": [{"required": ["a"]}]},
+    {"type": "object", "properties": {"a": _NO_ARRAY, "b": {}}, "minProperties": 2},
+    {"type": "object", "properties": {"a": _NO_ARRAY, "b": {}}, "dependentRequired": {"b": ["a"]}, "required": ["b"]},
 ]  # fmt: skip
 
 
@@ -536,6 +544,21 @@ def test_members_that_cannot_meet_their_counts_are_an_empty_language(smollm2: ob
     object is valid, which the member set's liveness, blind to counts, did not see."""
     with pytest.raises(constrain.EmptyLanguageError):
         constrain.Compiler(smollm2).json_schema(schema)
+
+
+def test_a_member_that_matches_nothing_leaves_the_others_free(smollm2: object) -> None:
+    """Where a member's value is empty but the object needs it nowhere, the object is still
+    made, without it: every walk ends, and what it writes is valid (the member set's guards
+    count that member out, rather than open an object that waits for it)."""
+    schema = {"type": "object", "properties": {"a": _NO_ARRAY, "b": {"type": "boolean"}}, "minProperties": 1}
+    guide = constrain.Compiler(smollm2).json_schema(schema)
+    assert accepts(guide, tokenize_continuation(smollm2, '{"b": true}'))
+    assert not accepts(guide, tokenize_continuation(smollm2, '{"a": []}'))
+    rng = random.Random(3)
+    walks = finished_walks(guide, guide.vocabulary, rng, count=20, max_tokens=30)
+    assert len(walks) == 20
+    for text in walks:
+        assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)), text
 
 
 def test_a_length_body_copied_outside_its_length_keeps_no_length_bookkeeping(smollm2: object) -> None:

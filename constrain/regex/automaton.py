@@ -721,6 +721,13 @@ class ByteNFA(Shared):
         extra += [self._build(member) for pair in node.checked_groups for member in pair]  # checked, then any
         repeats = [self._build(again) for _, again in node.repeats]
         top = len(self.edges)
+        never = self._impossible_items(items, node.dependencies, base)
+        condition = tuple((present, absent) for present, absent in node.condition if not present & never)
+        possible = n - bin(never).count("1") + len(node.extra_groups)
+        if (sum(1 << i for i in node.required) & never or node.condition and not condition
+                or node.extra is None and not node.checked_groups and node.min_count > possible):
+            entry, exit_ = self._state(), self._state()
+            return entry, exit_  # a member the object needs matches nothing: no way through
         push, hub, choose, pop, exit_ = (self._state() for _ in range(5))
         cap = max(1, node.min_count, node.max_count or 0)
         dependencies = tuple((1 << i, sum(1 << j for j in others)) for i, others in node.dependencies)
@@ -728,7 +735,7 @@ class ByteNFA(Shared):
         dependencies += tuple((1 << (n + j), 1 << i) for j, (i, _) in enumerate(node.repeats))
         spec = _SetSpec(n, sum(1 << i for i in node.required), node.min_count, node.max_count, cap, dependencies,
                         node.ordered, node.extra is not None, tuple(i for i, _ in node.repeats),
-                        node.condition, len(node.extra_groups), len(node.checked_groups))  # fmt: skip
+                        condition, len(node.extra_groups), len(node.checked_groups), never)  # fmt: skip
         self._loops[hub] = (choose, hub, base, top)
         self.ops[push] = ("set_push", 0, None)
         self.ops[hub] = ("set_hub", 0, None, spec)
@@ -745,6 +752,29 @@ class ByteNFA(Shared):
             self.epsilon[mark].append(hub)
         self.epsilon[pop].append(exit_)
         return push, exit_
+
+    def _impossible_items(
+        self, items: list[tuple[int, int]], dependencies: tuple[tuple[int, tuple[int, ...]], ...], first: int,
+    ) -> int:
+        """The bits of a member set's items that match nothing, and of those that need one.
+
+        A member whose value is an empty product (a ``contains`` no element can meet, a
+        contradiction a product search proved) has no path from its entry to its exit, but
+        the set's guards count on every item: an object that needs it, or a condition that
+        names it, would be opened and then allow nothing (a dead end, found by the schema
+        fuzzer). Items are built from state ``first`` on, so a search from each item's entry
+        stays inside the set's fragment; counted loops whose body matches nothing never leave.
+        """
+        blocked = self._blocked_loops(first)
+        never = sum(1 << i for i, (entry, end) in enumerate(items) if not self._passes(entry, end, blocked))
+        changed = bool(never)
+        while changed:  # an item that needs an impossible one is impossible too
+            changed = False
+            for i, needs in dependencies:
+                if not never >> i & 1 and any(never >> j & 1 for j in needs):
+                    never |= 1 << i
+                    changed = True
+        return never
 
     def _enter_item(self, item: Node, separator: Node, bare: int, after_separator: int, done: int) -> None:
         start, end = self._build(item)
@@ -825,19 +855,24 @@ class ByteNFA(Shared):
         for loop, (entry, end, base, top) in self._loops.items():  # built inner-first
             if self.ops[loop][0] not in ("loop", "loop_sep") or self.ops[loop][1] == 0 or base < first:
                 continue
-            seen, stack = {entry}, [entry]
-            while stack and end not in seen:
-                q = stack.pop()
-                targets = [t for _, _, t in self.edges[q]] + self.epsilon[q] + ([q + 1] if q in self.deferred else [])
-                if q in blocked:
-                    targets = targets[:-1]  # only back into its own body, never out
-                for t in targets:
-                    if (base <= t < top or t == end) and t not in seen:
-                        seen.add(t)
-                        stack.append(t)
-            if end not in seen:
+            if not self._passes(entry, end, blocked, (base, top)):
                 blocked.add(loop)
         return blocked
+
+    def _passes(self, entry: int, end: int, blocked: set[int], within: tuple[int, int] | None = None) -> bool:
+        """Whether some path leads from ``entry`` to ``end`` (inside the states ``within``, if
+        given), where a blocked loop never leaves its body and an unbuilt stub passes."""
+        seen, stack = {entry}, [entry]
+        while stack and end not in seen:
+            q = stack.pop()
+            targets = [t for _, _, t in self.edges[q]] + self.epsilon[q] + ([q + 1] if q in self.deferred else [])
+            if q in blocked:
+                targets = targets[:-1]  # only back into its own body, never out
+            for t in targets:
+                if t not in seen and (within is None or within[0] <= t < within[1] or t == end):
+                    seen.add(t)
+                    stack.append(t)
+        return end in seen
 
 
 def surely_nonempty(node: Node, alphabet: bytes = b"\x01" * 256, memo: dict[int, bool] | None = None) -> bool:
@@ -1128,6 +1163,7 @@ class _SetSpec:
     condition: tuple[tuple[int, int], ...] = ()  # (present, absent) bit masks, one pair must hold at the end
     groups: int = 0  # extras split by their key's last byte (MemberSet.extra_groups): a bit per group
     checked: int = 0  # a superset's checked groups (MemberSet.checked_groups): a "pending" bit per group
+    never: int = 0  # bit mask of the items that match nothing (``ByteNFA._impossible_items``)
 
     @property
     def width(self) -> int:
@@ -1172,6 +1208,8 @@ class _SetSpec:
         the object (an ordered item past a required one, one member too many for
         ``maxProperties``): a dead end. This keeps such choices out.
         """
+        if seen & self.never:
+            return False
         needed = self.required & ~seen
         for bit, needs in self.dependencies:
             if seen & bit:
@@ -1193,6 +1231,7 @@ class _SetSpec:
             needed = more
 
     def _viable(self, seen: int, count: int, needed: int, absent: int) -> bool:
+        absent |= self.never  # an item that matches nothing is absent for good
         if needed & absent:
             return False
         if self.ordered and needed and (needed & -needed).bit_length() <= seen.bit_length():
@@ -1206,7 +1245,8 @@ class _SetSpec:
         items = seen & ((1 << self.items) - 1)
         free = self.items - items.bit_length() if self.ordered else self.items - bin(items).count("1")
         free += self.groups - bin(seen >> (self.items + len(self.repeats))).count("1")  # each unseen group: one more
-        free -= bin(absent & ~seen).count("1")
+        gone = absent & ~seen  # in order, items before the last one seen are no longer free anyway
+        free -= bin(gone >> items.bit_length() if self.ordered else gone).count("1")
         if self.max_count is not None:  # each member to come adds one distinct at most
             free = min(free, self.max_count - count)
         return distinct + free >= self.min_count
