@@ -1507,22 +1507,27 @@ class LazyDFA(Shared):
 
     def _sweep(self, state: int, moves: list[tuple[int, int, VirtualState]], spans: list[Run]) -> None:
         """Overlapping moves: one successor per run of bytes between the ranges' boundaries."""
-        bounds: dict[int, list[tuple[bool, int, VirtualState]]] = {}
-        for key, (lo, hi, move) in enumerate(moves):
-            bounds.setdefault(lo, []).append((True, key, move))
-            bounds.setdefault(hi + 1, []).append((False, key, move))
-        active: dict[int, VirtualState] = {}
+        # Moves over the same range (the states of several branches at a string's interior)
+        # open and close together: one group each, so a cut touches groups, not moves.
+        groups: dict[tuple[int, int], list[VirtualState]] = {}
+        for lo, hi, move in moves:
+            groups.setdefault((lo, hi), []).append(move)
+        bounds: dict[int, list[tuple[bool, tuple[int, int]]]] = {}
+        for span in groups:
+            bounds.setdefault(span[0], []).append((True, span))
+            bounds.setdefault(span[1] + 1, []).append((False, span))
+        active: set[tuple[int, int]] = set()
         cuts = sorted(bounds)
         for at, until in zip(cuts, cuts[1:]):
-            for opens, key, move in bounds[at]:
+            for opens, span in bounds[at]:
                 if opens:
-                    active[key] = move
+                    active.add(span)
                 else:
-                    del active[key]
+                    active.discard(span)
             if not active:
                 continue
-            targets = set(active.values())
-            successor = self._successor(targets.pop() if len(targets) == 1 else frozenset(active.values()))
+            targets = frozenset(move for span in active for move in groups[span])
+            successor = self._successor(next(iter(targets)) if len(targets) == 1 else targets)
             if successor != DEAD:
                 self.table[state, at:until] = successor
                 add_run(spans, at, until - 1, successor)
