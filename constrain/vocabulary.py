@@ -24,6 +24,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import itemgetter
 from typing import Any, Callable, Hashable, Iterable, Sequence, TypeVar, cast
 
 import numpy as np
@@ -52,6 +53,11 @@ def _gpt2_unicode_to_byte() -> dict[str, int]:
 
 
 _GPT2_UNICODE_TO_BYTE = _gpt2_unicode_to_byte()
+#: The same map as a ``str.translate`` table to Latin-1 characters (one per byte), and a pattern
+#: that finds a character outside it: a 128k vocabulary decodes in 0.1 s this way, where a
+#: generator over each piece's characters took 0.8 s.
+_GPT2_TRANSLATION = {ord(c): b for c, b in _GPT2_UNICODE_TO_BYTE.items()}
+_OUTSIDE_GPT2 = re.compile("[^" + "".join(re.escape(c) for c in _GPT2_UNICODE_TO_BYTE) + "]")
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,7 +74,7 @@ class Vocabulary:
     eos_token_ids: frozenset[int]
     size: int
     #: Built on first use and shared: "walk" → WalkTables, ("split", …) → ClassSplit,
-    #: ("trie", …) → TokenTrie.
+    #: ("trie", …) → TokenTrie, "by bytes" → the (bytes, id) pairs in that order.
     _sorted: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -261,9 +267,13 @@ class Vocabulary:
         key = ("trie", min_length, max_length)
         trie: TokenTrie | None = self._sorted.get(key)
         if trie is None:
+            by_bytes: list[tuple[bytes, int]] | None = self._sorted.get("by bytes")
+            if by_bytes is None:  # sorted once for every trie (a guide builds three), ids in order
+                by_bytes = self._sorted["by bytes"] = sorted(
+                    ((b, i) for i, b in enumerate(self.token_bytes) if b), key=itemgetter(0))
             trie = TokenTrie.build(
-                (b, i) for i, b in enumerate(self.token_bytes)
-                if b and min_length <= len(b) and (max_length is None or len(b) <= max_length)
+                ((b, i) for b, i in by_bytes if min_length <= len(b) and (max_length is None or len(b) <= max_length)),
+                ordered=True,
             )  # fmt: skip
             self._sorted[key] = trie
         return trie
@@ -424,44 +434,65 @@ class TokenTrie:
     flat: "FlatTrie"
 
     @classmethod
-    def build(cls, tokens: Iterable[tuple[bytes, int]]) -> "TokenTrie":
-        bytes_at: list[list[int]] = []
-        parent_at: list[list[int]] = []
-        token_at: list[list[int]] = []
-        duplicates: list[tuple[int, int]] = []
-        path: list[int] = []  # node index at each depth along the previous token
-        previous = b""
-        for spelled, token_id in sorted(tokens):
-            shared = 0
-            limit = min(len(previous), len(spelled))
-            while shared < limit and previous[shared] == spelled[shared]:
-                shared += 1
-            del path[shared:]
-            for depth in range(shared, len(spelled)):
-                if depth == len(bytes_at):
-                    bytes_at.append([])
-                    parent_at.append([])
-                    token_at.append([])
-                bytes_at[depth].append(spelled[depth])
-                parent_at[depth].append(path[-1] if depth else 0)
-                token_at[depth].append(-1)
-                path.append(len(bytes_at[depth]) - 1)
-            end = token_at[len(spelled) - 1]
-            if end[path[-1]] >= 0:
-                duplicates.append((token_id, end[path[-1]]))
-            else:
-                end[path[-1]] = token_id
-            previous = spelled
+    def build(cls, tokens: Iterable[tuple[bytes, int]], *, ordered: bool = False) -> "TokenTrie":
+        """The trie of ``(bytes, token id)`` pairs (``ordered``: already sorted by bytes, then id),
+        built one depth at a time over all tokens.
+
+        Tokens sorted by their bytes list each trie node's tokens together, in the order the
+        node's level keeps, and a token starts a new node at a depth exactly where it stops
+        agreeing with the token before it. So each level is a few array operations over the
+        tokens still that long (a byte-by-byte loop in Python took 1.2 s for a 128k vocabulary).
+        """
+        if ordered:
+            items = list(tokens)
+        else:  # by id, then (stable) by bytes: faster than comparing (bytes, id) tuples
+            items = sorted(tokens, key=itemgetter(1))
+            items.sort(key=itemgetter(0))
+        spelled = [b for b, _ in items]
+        ids = np.fromiter((i for _, i in items), dtype=np.int32, count=len(items))
+        lengths = np.fromiter(map(len, spelled), dtype=np.int64, count=len(items))
+        starts = np.zeros(len(items), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        text = np.frombuffer(b"".join(spelled), dtype=np.uint8)
+        agrees = np.zeros(len(items), dtype=bool)  # token i spells what token i - 1 does, so far
+        agrees[1:] = True
+        node_of = np.zeros(len(items), dtype=np.int64)  # each token's node at the last depth
+        active = np.arange(len(items))
+        raw: list[tuple[NDArray[np.uint8], NDArray[np.int32], NDArray[np.int64]]] = []
+        duplicates: list[tuple[int, int, int]] = []  # (position in sorted order, token, same_as)
+        depth = 0
+        while active.size:
+            byte = text[starts[active] + depth]
+            before = active - 1  # the sorted token before: agreeing so far means as long as this one
+            same = agrees[active] & (before >= 0)
+            same[same] = lengths[before[same]] > depth  # a shorter token before it ends the agreement
+            same[same] = text[starts[before[same]] + depth] == byte[same]
+            agrees[active] = same
+            new = ~same
+            node = np.cumsum(new) - 1
+            tokens_at = np.full(int(new.sum()), -1, dtype=np.int32)
+            ending = lengths[active] == depth + 1
+            if ending.any():
+                ends, end_ids = node[ending], ids[active[ending]]
+                holders, first = np.unique(ends, return_index=True)
+                tokens_at[holders] = end_ids[first]
+                again = np.ones(ends.size, dtype=bool)
+                again[first] = False
+                positions = active[ending][again]
+                duplicates += zip(positions.tolist(), end_ids[again].tolist(), tokens_at[ends[again]].tolist())
+            raw.append((byte[new], tokens_at, node_of[active][new]))
+            node_of[active] = node
+            active = active[lengths[active] > depth + 1]
+            depth += 1
         levels = []
-        for depth in range(len(bytes_at)):
-            count = len(bytes_at[depth])
-            children = np.asarray(parent_at[depth + 1] if depth + 1 < len(bytes_at) else [], dtype=np.int64)
+        for d, (level_bytes, level_tokens, _) in enumerate(raw):
+            children = raw[d + 1][2] if d + 1 < len(raw) else np.zeros(0, dtype=np.int64)
             levels.append(TrieLevel(
-                np.asarray(bytes_at[depth], dtype=np.uint8),
-                np.asarray(token_at[depth], dtype=np.int32),
-                np.searchsorted(children, np.arange(count + 1), side="left").astype(np.int64),
+                level_bytes, level_tokens,
+                np.searchsorted(children, np.arange(len(level_bytes) + 1), side="left").astype(np.int64),
             ))  # fmt: skip
-        return cls(tuple(levels), tuple(duplicates), FlatTrie.of(levels))
+        pairs = tuple((token, same_as) for _, token, same_as in sorted(duplicates))
+        return cls(tuple(levels), pairs, FlatTrie.of(levels))
 
 
 @dataclass(frozen=True)
@@ -527,7 +558,12 @@ def _decoder_kind(tokenizer: Any) -> str:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         return "sentencepiece" if hasattr(tokenizer, "sp_model") else "unknown"
-    decoder = json.loads(backend.to_str()).get("decoder") or {}
+    # The decoder's own JSON (its pickle state): serializing and reading the whole tokenizer to
+    # find it took 0.5 s for a 128k vocabulary.
+    try:
+        decoder = json.loads(backend.decoder.__getstate__()) if backend.decoder is not None else {}
+    except (AttributeError, TypeError, ValueError):  # another tokenizers version: the whole JSON
+        decoder = json.loads(backend.to_str()).get("decoder") or {}
     found = set()
 
     def visit(node: dict[str, Any]) -> None:
@@ -546,10 +582,9 @@ def _decoder_kind(tokenizer: Any) -> str:
 
 
 def _decode_byte_level(piece: str) -> bytes:
-    try:
-        return bytes(_GPT2_UNICODE_TO_BYTE[c] for c in piece)
-    except KeyError:  # a piece outside the byte alphabet is literal text (rare added tokens)
+    if _OUTSIDE_GPT2.search(piece):  # a piece outside the byte alphabet is literal text (rare added tokens)
         return piece.encode("utf-8")
+    return piece.translate(_GPT2_TRANSLATION).encode("latin-1")
 
 
 def _decode_sentencepiece(piece: str) -> bytes:
