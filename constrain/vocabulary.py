@@ -74,7 +74,7 @@ class Vocabulary:
     eos_token_ids: frozenset[int]
     size: int
     #: Built on first use and shared: "walk" → WalkTables, ("split", …) → ClassSplit,
-    #: ("trie", …) → TokenTrie, "by bytes" → the (bytes, id) pairs in that order.
+    #: ("trie", …) → TokenTrie, "by bytes" → SortedTokens.
     _sorted: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -267,14 +267,10 @@ class Vocabulary:
         key = ("trie", min_length, max_length)
         trie: TokenTrie | None = self._sorted.get(key)
         if trie is None:
-            by_bytes: list[tuple[bytes, int]] | None = self._sorted.get("by bytes")
-            if by_bytes is None:  # sorted once for every trie (a guide builds three), ids in order
-                by_bytes = self._sorted["by bytes"] = sorted(
-                    ((b, i) for i, b in enumerate(self.token_bytes) if b), key=itemgetter(0))
-            trie = TokenTrie.build(
-                ((b, i) for b, i in by_bytes if min_length <= len(b) and (max_length is None or len(b) <= max_length)),
-                ordered=True,
-            )  # fmt: skip
+            by_bytes: SortedTokens | None = self._sorted.get("by bytes")
+            if by_bytes is None:  # sorted once for every trie (a guide builds three)
+                by_bytes = self._sorted["by bytes"] = SortedTokens.of((b, i) for i, b in enumerate(self.token_bytes) if b)
+            trie = TokenTrie.of_sorted(by_bytes.between(min_length, max_length))
             self._sorted[key] = trie
         return trie
 
@@ -434,30 +430,24 @@ class TokenTrie:
     flat: "FlatTrie"
 
     @classmethod
-    def build(cls, tokens: Iterable[tuple[bytes, int]], *, ordered: bool = False) -> "TokenTrie":
-        """The trie of ``(bytes, token id)`` pairs (``ordered``: already sorted by bytes, then id),
-        built one depth at a time over all tokens.
+    def build(cls, tokens: Iterable[tuple[bytes, int]]) -> "TokenTrie":
+        """The trie of ``(bytes, token id)`` pairs (see :meth:`of_sorted`)."""
+        return cls.of_sorted(SortedTokens.of(tokens))
 
-        Tokens sorted by their bytes list each trie node's tokens together, in the order the
-        node's level keeps, and a token starts a new node at a depth exactly where it stops
-        agreeing with the token before it. So each level is a few array operations over the
-        tokens still that long (a byte-by-byte loop in Python took 1.2 s for a 128k vocabulary).
+    @classmethod
+    def of_sorted(cls, tokens: "SortedTokens") -> "TokenTrie":
+        """The trie of tokens sorted by their bytes (then id), built one depth at a time.
+
+        Sorted so, each trie node's tokens lie together, in the order the node's level
+        keeps, and a token starts a new node at a depth exactly where it stops agreeing
+        with the token before it. So each level is a few array operations over the tokens
+        still that long (a byte-by-byte loop in Python took 1.2 s for a 128k vocabulary).
         """
-        if ordered:
-            items = list(tokens)
-        else:  # by id, then (stable) by bytes: faster than comparing (bytes, id) tuples
-            items = sorted(tokens, key=itemgetter(1))
-            items.sort(key=itemgetter(0))
-        spelled = [b for b, _ in items]
-        ids = np.fromiter((i for _, i in items), dtype=np.int32, count=len(items))
-        lengths = np.fromiter(map(len, spelled), dtype=np.int64, count=len(items))
-        starts = np.zeros(len(items), dtype=np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
-        text = np.frombuffer(b"".join(spelled), dtype=np.uint8)
-        agrees = np.zeros(len(items), dtype=bool)  # token i spells what token i - 1 does, so far
+        text, starts, lengths, ids = tokens.text, tokens.starts, tokens.lengths, tokens.ids
+        agrees = np.zeros(ids.size, dtype=bool)  # token i spells what token i - 1 does, so far
         agrees[1:] = True
-        node_of = np.zeros(len(items), dtype=np.int64)  # each token's node at the last depth
-        active = np.arange(len(items))
+        node_of = np.zeros(ids.size, dtype=np.int64)  # each token's node at the last depth
+        active = np.arange(ids.size)
         raw: list[tuple[NDArray[np.uint8], NDArray[np.int32], NDArray[np.int64]]] = []
         duplicates: list[tuple[int, int, int]] = []  # (position in sorted order, token, same_as)
         depth = 0
@@ -493,6 +483,33 @@ class TokenTrie:
             ))  # fmt: skip
         pairs = tuple((token, same_as) for _, token, same_as in sorted(duplicates))
         return cls(tuple(levels), pairs, FlatTrie.of(levels))
+
+
+@dataclass(frozen=True)
+class SortedTokens:
+    """Tokens sorted by their bytes, then id: all their bytes in one array, and per token where
+    its bytes start, how many there are, and its id (what :meth:`TokenTrie.of_sorted` reads)."""
+
+    text: NDArray[np.uint8]
+    starts: NDArray[np.int64]
+    lengths: NDArray[np.int64]
+    ids: NDArray[np.int32]
+
+    @classmethod
+    def of(cls, tokens: Iterable[tuple[bytes, int]]) -> "SortedTokens":
+        items = sorted(tokens, key=itemgetter(1))  # by id, then (stable) by bytes: a third of
+        items.sort(key=itemgetter(0))  # the time of comparing (bytes, id) tuples
+        spelled = [b for b, _ in items]
+        lengths = np.fromiter(map(len, spelled), dtype=np.int64, count=len(items))
+        starts = np.zeros(len(items), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        ids = np.fromiter((i for _, i in items), dtype=np.int32, count=len(items))
+        return cls(np.frombuffer(b"".join(spelled), dtype=np.uint8), starts, lengths, ids)
+
+    def between(self, low: int, high: int | None) -> "SortedTokens":
+        """The tokens of ``low..high`` bytes, still sorted (their bytes stay where they are)."""
+        keep = (self.lengths >= low) & (True if high is None else self.lengths <= high)
+        return SortedTokens(self.text, self.starts[keep], self.lengths[keep], self.ids[keep])
 
 
 @dataclass(frozen=True)
