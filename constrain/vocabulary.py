@@ -165,12 +165,8 @@ class Vocabulary:
         those bytes up front (SmolLM2, for one, has no token holding ``\\x04`` or
         the lead byte ``\\xf1``).
         """
-        seen = bytearray(256)
-        for piece in self.token_bytes:
-            if piece:
-                for byte in set(piece):
-                    seen[byte] = 1
-        return bytes(seen)
+        text = np.frombuffer(b"".join(piece for piece in self.token_bytes if piece), dtype=np.uint8)
+        return (np.bincount(text, minlength=256) > 0).astype(np.uint8).tobytes()
 
     @cached_property
     def fingerprint(self) -> str:
