@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 
 import constrain
@@ -39,6 +40,41 @@ def test_every_byte_of_the_alphabet_is_a_single_token(compiler: constrain.Compil
     assert compiler.vocabulary.spells_every_byte_alone
     alphabet = compiler.vocabulary.byte_alphabet
     assert all(alphabet[b] for b in b"azAZ09{}\" \n\t")
+
+
+@pytest.mark.parametrize("lengths", [(1, None), (1, 16), (17, None)])
+def test_token_tries_spell_exactly_the_vocabulary(
+    compiler: constrain.Compiler, lengths: tuple[int, int | None]
+) -> None:
+    """Every trie node's prefix, read back through its parents, is its token's bytes; every token
+    of those lengths is in the trie once (a token that spells another's bytes as a duplicate);
+    each level is in byte order under each parent; and the alphabet is the bytes tokens hold."""
+    vocabulary = compiler.vocabulary
+    low, high = lengths
+    trie = vocabulary.token_trie(low, high)
+    expected = {i: b for i, b in enumerate(vocabulary.token_bytes)
+                if b and low <= len(b) and (high is None or len(b) <= high)}  # fmt: skip
+    found: dict[int, bytes] = {}
+    prefixes: list[bytes] = []  # the previous level's node prefixes
+    for depth, level in enumerate(trie.levels):
+        spelled = [b""] * len(level.byte)
+        for parent in range(len(prefixes) if depth else 1):
+            above = trie.levels[depth - 1].child_start if depth else np.array([0, len(level.byte)])
+            lo, hi = int(above[parent]), int(above[parent + 1])
+            children = level.byte[lo:hi].tolist()
+            assert children == sorted(children) and len(set(children)) == len(children)
+            for node in range(lo, hi):
+                spelled[node] = (prefixes[parent] if depth else b"") + bytes([int(level.byte[node])])
+        for node, token in enumerate(level.token.tolist()):
+            if token >= 0:
+                found[token] = spelled[node]
+        prefixes = spelled
+    for token, same_as in trie.duplicates:
+        found[token] = found[same_as]
+    assert found == expected
+    alphabet = vocabulary.byte_alphabet
+    held = {b for piece in vocabulary.token_bytes if piece for b in piece}
+    assert {i for i, flag in enumerate(alphabet) if flag} == held
 
 
 def test_sentencepiece_byte_fallback_and_space_marker(mistral: object) -> None:
