@@ -279,7 +279,7 @@ class CompiledGrammar:
 
         # The NFA of all terminals, with lark's global regex flags.
         flags = tables.regex_flags
-        self.nfa = PriorityNFA(vocabulary.byte_alphabet, self.limits)
+        self.nfa = PriorityNFA(vocabulary.byte_alphabet, self.limits, deadline.check)
         self.entries: list[int] = []
         for i, name in enumerate(self.names):
             deadline.check("while building the terminals' automaton")

@@ -34,7 +34,7 @@ import bisect
 import re
 import sys
 from functools import lru_cache
-from typing import Any, Iterable, cast
+from typing import Any, Callable, Iterable, cast
 
 import numpy as np
 
@@ -57,6 +57,10 @@ _A = sre_c.SRE_FLAG_ASCII
 _MAXREPEAT = sre_c.MAXREPEAT
 
 Ranges = tuple[tuple[int, int], ...]
+
+
+#: States built or read between two deadline checks (see ``PriorityNFA._check``).
+_CHECK_EVERY = 4096
 
 
 class NotRegular(Exception):
@@ -87,8 +91,16 @@ class PriorityNFA:
     so a large subschema costs only the states a text actually reaches.
     """
 
-    def __init__(self, alphabet: bytes = b"\x01" * 256, limits: Limits | None = None) -> None:
+    def __init__(
+        self, alphabet: bytes = b"\x01" * 256, limits: Limits | None = None,
+        check: Callable[[str], None] | None = None,
+    ) -> None:
         self.limits = limits or Limits()
+        #: Raises once ``limits.timeout_s`` is past (the compile's deadline, ``Deadline.check``):
+        #: called every ``_CHECK_EVERY`` states built or read, as bounded repeats unroll into
+        #: hundreds of thousands of states well inside ``max_nfa_states`` (a fuzzed terminal took
+        #: 14 s under ``timeout_s=5`` before the first check after it).
+        self._check = check
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
         self.accept: list[int] = []
@@ -192,8 +204,14 @@ class PriorityNFA:
 
     def finish(self) -> None:
         """Compute which states can still reach an accept state (after all terminals are added)."""
-        reverse: list[list[int]] = [[] for _ in self.eps]
+        reverse: list[list[int]] = []
+        for q in range(len(self.eps)):  # (not one comprehension: its garbage collections alone took
+            if not q % _CHECK_EVERY:  # seconds over 255k states, between two checks)
+                self._tick("while finding the terminals' live states")
+            reverse.append([])
         for q in range(len(self.eps)):
+            if not q % _CHECK_EVERY:
+                self._tick("while finding the terminals' live states")
             for t in self.eps[q]:
                 reverse[t].append(q)
             for _, _, t in self.edges[q]:
@@ -204,7 +222,11 @@ class PriorityNFA:
             live[q] = 1
         for q in self._foreign:  # automata hand out live states only
             live[q] = 1
+        popped = 0
         while stack:
+            popped += 1
+            if not popped % _CHECK_EVERY:
+                self._tick("while finding the terminals' live states")
             for p in reverse[stack.pop()]:
                 if not live[p]:
                     live[p] = 1
@@ -213,8 +235,14 @@ class PriorityNFA:
 
     # ------------------------------------------------------------------ construction
 
+    def _tick(self, stage: str) -> None:
+        if self._check is not None:
+            self._check(stage)
+
     def _state(self) -> int:
         self._reserve(1)
+        if not len(self.eps) % _CHECK_EVERY:
+            self._tick("while building the terminals' automaton")
         self.eps.append([])
         self.edges.append([])
         self.accept.append(-1)
@@ -445,8 +473,11 @@ class PriorityNFA:
         base, top = entry, entry + size
         fragments = []
         for _ in range(count):
+            self._tick("while copying the body of a bounded repeat")
             offset = len(self.eps) - base
             for q in range(base, top):
+                if not q % _CHECK_EVERY:
+                    self._tick("while copying the body of a bounded repeat")
                 self.eps.append([t + offset for t in self.eps[q]])
                 self.edges.append([(lo, hi, t + offset) for lo, hi, t in self.edges[q]])
             self.accept += self.accept[base:top]
