@@ -300,6 +300,7 @@ class CompiledGrammar:
                 raise GrammarError(f"invalid terminal pattern /{pattern}/: {exc}", terminal=name) from None
             self.entries.append(entry)
         self.nfa.finish()
+        self.nfa.drop_deadline()
 
         # Parser tables.
         table = tables.parse_table(start)

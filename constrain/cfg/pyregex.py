@@ -233,6 +233,12 @@ class PriorityNFA:
                     stack.append(p)
         self.live = live
 
+    def drop_deadline(self) -> None:
+        """Forget the compile's deadline once its terminals are built: a compiled grammar holds
+        no clock (it is shared, and written to the disk cache), and states built on first
+        visits come under the lexer's own limits."""
+        self._check = None
+
     # ------------------------------------------------------------------ construction
 
     def _tick(self, stage: str) -> None:
