@@ -91,6 +91,9 @@ class PriorityNFA:
     so a large subschema costs only the states a text actually reaches.
     """
 
+    #: (A class default too: a grammar read from a disk cache written before this attribute has none.)
+    _check: Callable[[str], None] | None = None
+
     def __init__(
         self, alphabet: bytes = b"\x01" * 256, limits: Limits | None = None,
         check: Callable[[str], None] | None = None,
