@@ -265,7 +265,8 @@ class Vocabulary:
         if trie is None:
             by_bytes: SortedTokens | None = self._sorted.get("by bytes")
             if by_bytes is None:  # sorted once for every trie (a guide builds three)
-                by_bytes = self._sorted["by bytes"] = SortedTokens.of((b, i) for i, b in enumerate(self.token_bytes) if b)
+                by_bytes = SortedTokens.of((b, i) for i, b in enumerate(self.token_bytes) if b)
+                self._sorted["by bytes"] = by_bytes
             trie = TokenTrie.of_sorted(by_bytes.between(min_length, max_length))
             self._sorted[key] = trie
         return trie

@@ -171,43 +171,30 @@ def _walk(dfa: LazyDFA, rng: random.Random, max_bytes: int = 300) -> bytes | Non
     return None
 
 
+def _somewhere(node: Any, test: Callable[[Any], bool]) -> bool:
+    """Whether ``test`` holds for ``node`` or for any value nested in it (array items, object values)."""
+    if test(node):
+        return True
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    return any(_somewhere(child, test) for child in children)
+
+
 def _overflows(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, list):
-        return any(_overflows(v) for v in value)
-    if isinstance(value, dict):
-        return any(_overflows(v) for v in value.values())
-    return False
+    return _somewhere(value, lambda v: isinstance(v, float) and not math.isfinite(v))
 
 
 def _rounds(text: bytes) -> bool:
     """Whether a number of the text (read as a Decimal) changes when Python reads it as a float."""
     try:
-        return _rounded(json.loads(text, parse_float=Decimal, parse_int=Decimal))
+        value = json.loads(text, parse_float=Decimal, parse_int=Decimal)
     except InvalidOperation:  # an exponent past even Decimal's range (1e999999999)
         return True
-
-
-def _rounded(value: Any) -> bool:
-    if isinstance(value, Decimal):
-        return value.is_finite() and Decimal(repr(float(value))) != value
-    if isinstance(value, list):
-        return any(_rounded(v) for v in value)
-    if isinstance(value, dict):
-        return any(_rounded(v) for v in value.values())
-    return False
+    return _somewhere(value, lambda v: isinstance(v, Decimal) and v.is_finite() and Decimal(repr(float(v))) != v)
 
 
 def _integral_float(value: Any) -> bool:
     """1.0 and the like: JSON's integer 1 in another spelling, which the guide writes as '1' only."""
-    if isinstance(value, float):
-        return math.isfinite(value) and value.is_integer()
-    if isinstance(value, list):
-        return any(_integral_float(v) for v in value)
-    if isinstance(value, dict):
-        return any(_integral_float(v) for v in value.values())
-    return False
+    return _somewhere(value, lambda v: isinstance(v, float) and math.isfinite(v) and v.is_integer())
 
 
 def _keys_counted_as_one(schema: Any, value: Any) -> bool:
@@ -216,35 +203,21 @@ def _keys_counted_as_one(schema: Any, value: Any) -> bool:
     keys may be one repeated key (docs/json_schema.md, "Repeated keys"; pinned by
     test_schema_algebra's counted-object tests). Judged coarsely: some ``minProperties`` ≥ 2
     in the schema and some object of the value with two keys of one group."""
-    return _counts_two(schema) and _shares_a_group(value)
+    counts_two = _somewhere(schema, lambda s: isinstance(s, dict) and isinstance(s.get("minProperties"), int)
+                            and s["minProperties"] >= 2)  # fmt: skip
+    return counts_two and _somewhere(
+        value, lambda v: isinstance(v, dict) and len({key.encode()[-1] % 8 if key else -1 for key in v}) < len(v)
+    )
 
 
 def _contains_beside_a_loose_superset(schema: Any) -> bool:
-    """Whether a counted ``contains`` may refuse ``value`` on purpose: past ``minContains`` alone,
+    """Whether a counted ``contains`` may refuse a valid value on purpose: past ``minContains`` alone,
     the elements that do not match are the element schema minus a *superset* of ``contains``,
     and a superset drops ``maxProperties`` (a repeated key would count twice;
     docs/json_schema.md, "Repeated keys"), so an object that fails ``contains`` only by its
     member count is refused as an element (stricter). Judged coarsely, by the keyword."""
-    if isinstance(schema, dict):
-        inner = schema.get("contains")
-        if "maxContains" in schema and "maxProperties" in json.dumps(inner):
-            return True
-        return any(_contains_beside_a_loose_superset(v) for v in schema.values())
-    return isinstance(schema, list) and any(_contains_beside_a_loose_superset(v) for v in schema)
-
-
-def _counts_two(schema: Any) -> bool:
-    if isinstance(schema, dict):
-        minimum = schema.get("minProperties")
-        return isinstance(minimum, int) and minimum >= 2 or any(_counts_two(v) for v in schema.values())
-    return isinstance(schema, list) and any(_counts_two(v) for v in schema)
-
-
-def _shares_a_group(value: Any) -> bool:
-    if isinstance(value, dict):
-        groups = [key.encode()[-1] % 8 if key else -1 for key in value]
-        return len(set(groups)) < len(groups) or any(_shares_a_group(v) for v in value.values())
-    return isinstance(value, list) and any(_shares_a_group(v) for v in value)
+    return _somewhere(schema, lambda s: isinstance(s, dict) and "maxContains" in s
+                      and "maxProperties" in json.dumps(s.get("contains")))  # fmt: skip
 
 
 # ---------------------------------------------------------------------- properties
