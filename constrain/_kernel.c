@@ -69,7 +69,8 @@ PyDoc_STRVAR(walk_doc,
 "From each task (nodes[i] reached in states[i]) visit the node's children: a child whose byte\n"
 "leads from the state (table[state, byte]) to a live state is reached; its token, if any, is\n"
 "written to out_ids/out_states and its own children are visited from there. A task whose\n"
-"state is not expanded yet is written to pending_nodes/pending_states instead. The children\n"
+"state is not expanded yet, or whose row holds a pending successor (a cell below DEAD) on a\n"
+"child's byte, is written to pending_nodes/pending_states instead. The children\n"
 "of ``root`` whose byte ``skip`` flags are left out (skip may be None). Returns how many\n"
 "tokens and how many pending tasks were written. Every out and pending array must hold as\n"
 "many items as the trie has nodes (a node is reached at most once per call).");
@@ -137,7 +138,21 @@ walk(PyObject *self, PyObject *args)
             bad = 1;
             break;
         }
-        if (!expanded[state]) {
+        int32_t first = lo[node], last = hi[node];
+        if (first < 0 || last > size || first > last) {
+            bad = 1;
+            break;
+        }
+        const int32_t *row = table + (size_t)state * 256;
+        int skipping = skip != NULL && node == root;
+        /* A state without a row, or a successor below DEAD (not built yet) on a child's byte: the
+           whole task goes back before any child is visited, and resumes from scratch once the
+           caller has built them, so each token is found once. */
+        int unbuilt = !expanded[state];
+        for (int32_t child = first; child < last && !unbuilt; child++) {
+            unbuilt = row[byte[child]] < DEAD && !(skipping && skip[byte[child]]);
+        }
+        if (unbuilt) {
             if (pending >= size) {
                 bad = 1;
                 break;
@@ -147,13 +162,6 @@ walk(PyObject *self, PyObject *args)
             pending++;
             continue;
         }
-        const int32_t *row = table + (size_t)state * 256;
-        int32_t first = lo[node], last = hi[node];
-        if (first < 0 || last > size || first > last) {
-            bad = 1;
-            break;
-        }
-        int skipping = skip != NULL && node == root;
         for (int32_t child = first; child < last; child++) {
             uint8_t value = byte[child];
             if (skipping && skip[value]) {
@@ -328,5 +336,12 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__kernel(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* What the Python side checks before it uses these kernels (constrain/kernel.py): 2 hands back
+       tasks with pending successors. A build older than its Python is left unused, not misread. */
+    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 2) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

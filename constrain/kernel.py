@@ -14,14 +14,19 @@ from types import ModuleType
 
 __all__ = ["compiled", "name"]
 
+#: The kernels' interface these sources expect (``VERSION`` in ``_kernel.c``).
+VERSION = 2
+
 
 def _load() -> ModuleType | None:
     if os.environ.get("CONSTRAIN_KERNEL", "").lower() == "numpy":
         return None
     try:
-        return importlib.import_module("constrain._kernel")
+        module = importlib.import_module("constrain._kernel")
     except ImportError:
         return None
+    # A build from older sources (an in-place build not redone after a pull) misreads today's tables.
+    return module if getattr(module, "VERSION", 1) == VERSION else None
 
 
 #: The compiled extension module, or None (numpy paths).

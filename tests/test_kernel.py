@@ -147,6 +147,25 @@ def test_bad_arguments_are_errors_not_reads_out_of_bounds() -> None:
         COMPILED.walk(table, one, *trie, 2, None, np.array([2], np.int32), np.array([0], np.int32), *out)
 
 
+@needs_kernel
+def test_a_task_with_a_pending_successor_comes_back_whole() -> None:
+    """A cell below DEAD is a successor not built yet: the task that would read it is handed back
+    before any of its children is visited, so resuming it finds each token once."""
+    table = np.full((2, 256), -1, np.int32)
+    table[0, 97] = 1  # "a" leads to state 1
+    table[0, 98] = -2  # "b" is pending
+    expanded = np.ones(2, np.uint8)
+    # node 0 "a" (a token), node 1 "b" (a token), node 2 the root
+    trie = (np.array([97, 98, 0], np.uint8), np.array([10, 11, -1], np.int32), np.array([0, 0, 0], np.int32),
+            np.array([0, 0, 2], np.int32))  # fmt: skip
+    out = [np.empty(3, np.int32) for _ in range(4)]
+    assert COMPILED.walk(table, expanded, *trie, 2, None, np.array([2], np.int32), np.array([0], np.int32), *out) == (0, 1)
+    assert (out[2][0], out[3][0]) == (2, 0)  # the root's task, from state 0, untouched
+    table[0, 98] = 1
+    assert COMPILED.walk(table, expanded, *trie, 2, None, np.array([2], np.int32), np.array([0], np.int32), *out) == (2, 0)
+    assert sorted(out[0][:2].tolist()) == [10, 11]
+
+
 def test_the_package_build_compiled_the_kernels() -> None:
     """``pip install`` (the README's commands) builds the extension here: without this, a broken
     build would pass every other test on the numpy paths and lose the speed silently."""

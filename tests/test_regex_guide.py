@@ -8,6 +8,7 @@ tokenizer tokenizes them.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 
@@ -219,3 +220,29 @@ def test_rows_split_by_byte_class_equal_plain_walks(compiler: constrain.Compiler
         assert np.array_equal(row.token_ids, reference.token_ids), state
         assert np.array_equal(row.next_states, reference.next_states), state
     assert split, "no wide state split"
+
+
+def test_successors_no_token_reads_stay_unbuilt(tokenizer: object) -> None:
+    """Expanding a state leaves the successors it has not built before pending; a token walk
+    builds those it reads. The masks along a real instance equal those of a DFA whose every
+    reached state's row was built whole first, and fewer subset states were built."""
+    schema = {"type": "object", "properties": {name: {"type": "string"} for name in (
+        "alarms", "bookmarks", "browserAction", "commands", "contextMenus", "cookies", "downloads",
+        "extension", "history", "identity", "management", "notifications", "omnibox", "permissions")},
+        "additionalProperties": False}  # (members in any order, and finitely many states to explore)
+    text = json.dumps({"cookies": "a b", "history": "", "omnibox": "x"})
+    token_ids = tokenize_continuation(tokenizer, text)
+    masks, sizes = [], []
+    for whole in (False, True):
+        guide = constrain.Compiler(tokenizer).json_schema(schema, strict_properties=False)
+        dfa, state, steps = guide.index.dfa, guide.initial_state, []
+        for token_id in token_ids:
+            if whole:  # every state the walk meets, and every state those reach, complete
+                dfa.explore()
+            steps.append(guide.allowed_token_ids(state).tolist())
+            state = guide.advance(state, token_id)
+        assert guide.is_final(state)
+        masks.append(steps)
+        sizes.append(dfa.num_states)
+    assert masks[0] == masks[1]
+    assert sizes[0] < sizes[1] / 2, sizes

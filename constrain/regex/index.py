@@ -287,8 +287,9 @@ class TokenIndex(Shared):
     def _walk_compiled(
         self, compiled: ModuleType, state: int, trie: TokenTrie, skip_first: NDArray[np.bool_] | None
     ) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
-        """Depth first through the trie in C; states without a row yet come back pending, are
-        expanded here (subset construction is Python's), and the walk goes on from them."""
+        """Depth first through the trie in C; a node whose state has no row yet, or a pending
+        successor on a byte of its children, comes back pending: the state is expanded and
+        those successors built here (subset construction is Python's), and the walk goes on."""
         dfa, flat = self.dfa, trie.flat
         size = len(flat.byte)
         out_ids, out_states = np.empty(size, np.int32), np.empty(size, np.int32)
@@ -308,7 +309,10 @@ class TokenIndex(Shared):
             if not pending:
                 break
             nodes, states = pending_nodes[:pending].copy(), pending_states[:pending].copy()
-            dfa.expand(np.unique(states))
+            dfa.expand(sorted(set(states.tolist())))
+            starts = flat.child_lo[nodes].astype(np.int64)
+            counts = flat.child_hi[nodes] - starts
+            dfa.resolve(np.repeat(states, counts), flat.byte[_concatenated_ranges(starts, counts)])
         if not found_ids:
             return _NO_TOKENS, _NO_TOKENS
         return np.concatenate(found_ids), np.concatenate(found_states)
@@ -346,7 +350,11 @@ class TokenIndex(Shared):
                 dfa.expand(np.unique(states[inner][unexpanded]))
             children = _concatenated_ranges(starts, counts)
             level = trie.levels[depth + 1]
-            states = dfa.table[np.repeat(states, counts), level.byte[children]]
+            sources, data = np.repeat(states, counts), level.byte[children]
+            states = dfa.table[sources, data]
+            if (states < DEAD).any():  # successors not built yet: build the ones read here
+                dfa.resolve(sources, data)
+                states = dfa.table[sources, data]
             alive = states != DEAD
             nodes, states = children[alive], states[alive]
         return np.concatenate(found_ids), np.concatenate(found_states)
