@@ -1057,14 +1057,16 @@ def check_regex_terminal(compiler: constrain.Compiler, tokenizer: object, piece:
     samples = [sample(rng) for _ in range(24)]
 
     def documented_refusal(error: ConstrainError) -> bool:
-        if bool(regex_features(pattern) & REFUSED_FEATURES) and getattr(error, "terminal", None) == "T":
+        parser = lark_build(text)
+        regexp = next(t for t in parser.terminals if t.name == "T").pattern.to_regexp() if parser else None
+        # (lark evaluates \x and \u escapes in a /regexp/ before re sees it: \x2a+ is its *+)
+        features = regex_features(pattern) | (regex_features(regexp) if regexp is not None else set())
+        if features & REFUSED_FEATURES and getattr(error, "terminal", None) == "T":
             return True  # docs/cfg.md, "Regex corners": these constructs raise a GrammarError naming T
         # docs/cfg.md, "Errors": a grammar without any string (T matches nothing: [^\d\D]) is
         # refused, and so is one whose strings all have bytes no token has (docs/design.md);
         # lark's re agrees that no spellable sample of the pattern is one of T's texts
         if "cannot produce any string" in str(error) or "matches no string" in str(error):
-            parser = lark_build(text)
-            regexp = next(t for t in parser.terminals if t.name == "T").pattern.to_regexp() if parser else None
             return regexp is not None and not any(
                 _fullmatch(regexp, s) for s in samples if spellable(compiler.vocabulary, s.encode("utf-8", "replace"))
             )
