@@ -584,3 +584,24 @@ def test_an_all_of_branch_judges_the_keys_another_branchs_patterns_match(schema:
             assert not dfa.matches(text.encode()) or valid, text  # never weaker, in either mode
             if spec:
                 assert dfa.matches(text.encode()) == valid, text
+
+
+def test_a_free_form_value_in_a_product_is_live_only_through_bytes_a_token_spells(smollm2: object) -> None:
+    """SmolLM2 has no token for the byte 0xF1 (a lead byte of U+40000..U+7FFFF). A free-form
+    value's automaton read every byte, so a difference that holds one proved tuples live by a
+    key no token spells: after ``{"a"`` (which both branches below match, whatever follows) the
+    guide let the model go on, into a key that could never close."""
+    compiler = constrain.Compiler(smollm2)
+    assert not compiler.vocabulary.byte_alphabet[0xF1]
+    schema = {"oneOf": [{"type": "object"}, {"type": "object", "required": ["a"]}]}
+    validator = jsonschema.Draft202012Validator(schema)
+    guide = compiler.json_schema(schema, strict_properties=False)
+    assert not validator.is_valid({"a": 1}) and not validator.is_valid({"a": 1, "\U00040000": 1})
+    assert validator.is_valid({"ab": 1})
+    assert accepts(guide, tokenize_continuation(smollm2, '{"ab": 1}'))
+    assert not accepts(guide, tokenize_continuation(smollm2, '{"a": 1'), require_final=False)
+    rng = random.Random(7)
+    for _ in range(8):  # every walk that ends is valid, and none meets a dead end
+        ids, done = random_walk(guide, compiler.vocabulary, rng, max_tokens=60, eos_probability=0.9)
+        if done:
+            assert validator.is_valid(json.loads(token_text(compiler.vocabulary, ids)))

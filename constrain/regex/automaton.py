@@ -374,8 +374,14 @@ class ByteNFA(Shared):
             return self._member_set(node)
         if isinstance(node, Multiple):
             return self._multiple(node.step, node.scale)
-        if isinstance(node, Nested):  # the level keeps every byte: its holes are 0x00 edges
-            level = LazyDFA(ByteNFA(node.level, self.limits, deadline=self._deadline, parts=self._parts))
+        if isinstance(node, Nested):
+            # The level reads the vocabulary's bytes, as every other part does, and its holes
+            # (0x00 edges, a byte JSON text never holds raw). With every byte, a product that
+            # holds a free-form value proved tuples live by texts no token spells (a key of
+            # U+40000 where SmolLM2 has no byte 0xF1), and the guide let a model write a prefix
+            # it could never complete.
+            level_alphabet = b"\x01" + self._alphabet[1:]
+            level = LazyDFA(ByteNFA(node.level, self.limits, level_alphabet, deadline=self._deadline, parts=self._parts))
             return self._embed(NestedDFA(level, max_states=self.limits.max_dfa_states,
                                          max_depth=self.limits.max_parser_stack))  # fmt: skip
         if isinstance(node, EndsWith):
