@@ -605,3 +605,34 @@ def test_a_free_form_value_in_a_product_is_live_only_through_bytes_a_token_spell
         ids, done = random_walk(guide, compiler.vocabulary, rng, max_tokens=60, eos_probability=0.9)
         if done:
             assert validator.is_valid(json.loads(token_text(compiler.vocabulary, ids)))
+
+
+def test_a_typeless_one_of_is_split_by_first_byte_before_its_liveness_search(smollm2: object) -> None:
+    """Snowplow sp_336: a oneOf of two closed objects that name no ``type``. Each branch is any
+    value of its kind, so the difference's base is an alternation of every JSON type; whole,
+    the liveness search from the start spent its budget in the free-form arrays that both
+    branches hold and counted the branch dead, and the valid instances were refused. Split by
+    first byte, the objects' product meets only the objects."""
+    schema = {"oneOf": [
+        {"additionalProperties": False, "required": ["type", "key", "value", "message"], "properties": {
+            "key": {"maxLength": 32, "type": "string"}, "message": {"type": "string"},
+            "type": {"enum": ["InvalidValue"]}, "value": {"type": "string"}}},
+        {"additionalProperties": False, "required": ["type", "message"], "properties": {
+            "message": {"type": "string"}, "type": {"enum": ["UnhandledRowDecodingError"]}}},
+    ]}  # fmt: skip
+    compiler = constrain.Compiler(smollm2)
+    validator = jsonschema.Draft202012Validator(schema)
+    guide = compiler.json_schema(schema, strict_properties=False)
+    valid = ['{"type": "UnhandledRowDecodingError", "message": "x"}', '{"message": "x", "type": "UnhandledRowDecodingError"}',
+             '{"type": "InvalidValue", "key": "k", "value": "v", "message": "m"}']  # fmt: skip
+    # anything but an object matches both branches, so neither
+    invalid = ['{"type": "InvalidValue", "message": "x"}', '{"type": "UnhandledRowDecodingError", "message": "x", "key": "k"}',
+               '[1, {"a": []}]', '"text"']  # fmt: skip
+    for text in valid + invalid:
+        assert validator.is_valid(json.loads(text)) == (text in valid), text
+        assert accepts(guide, tokenize_continuation(smollm2, text)) == (text in valid), text
+    rng = random.Random(11)
+    for _ in range(8):
+        ids, done = random_walk(guide, compiler.vocabulary, rng, max_tokens=60, eos_probability=0.9)
+        if done:
+            assert validator.is_valid(json.loads(token_text(compiler.vocabulary, ids)))

@@ -1066,6 +1066,16 @@ def _narrow(node: Node) -> Node:
         while isinstance(base, Difference):  # (a - b) - c = a - b - c
             minus[:0] = base.minus
             base = base.base
+        groups = _first_byte_groups(base)
+        if len(groups) > 1:
+            # (x | y) - m = (x - m) | (y - m): where the base's options start with bytes apart
+            # (a typeless branch: objects, arrays, strings, numbers...), each becomes a product
+            # of its own, narrowed to the parts that start as it does. Kept whole, a liveness
+            # search from the start wanders through free-form arrays that base and subtracted
+            # part both hold, where no witness can lie, and spends its budget there before it
+            # reaches the object that tells them apart (Snowplow sp_336: a oneOf of two closed
+            # objects without "type", whose valid instances were refused).
+            return alt(*(narrowed(Difference(group, tuple(minus))) for group in groups))
         first = _first(base)
         kept: list[Node] = []
         for part in minus:
@@ -1082,6 +1092,23 @@ def _narrow(node: Node) -> Node:
             parts += part.parts if isinstance(part, Intersect) else [part]  # a & (b & c) = a & b & c
         return NOTHING if NOTHING in parts else Intersect(tuple(dict.fromkeys(parts)))
     return node
+
+
+def _first_byte_groups(node: Node) -> list[Node]:
+    """``node``'s options gathered into groups whose first bytes are apart from every other
+    group's (one group where an option may be empty or ``node`` is no alternation)."""
+    if not isinstance(node, Alt) or len(node.options) < 2:
+        return [node]
+    groups: list[tuple[int, list[Node]]] = []
+    for option in node.options:
+        mask, empty = _first(option)
+        if empty:
+            return [node]
+        joined = [g for g in groups if g[0] & mask]
+        for g in joined:
+            mask |= g[0]
+        groups = [g for g in groups if not g[0] & mask] + [(mask, [o for g in joined for o in g[1]] + [option])]
+    return [alt(*options) for _, options in groups] if len(groups) > 1 else [node]
 
 
 def _starting(node: Node, first: tuple[int, bool]) -> Node:
