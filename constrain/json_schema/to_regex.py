@@ -16,6 +16,7 @@ written without fraction or exponent; free-form values nest to a bounded depth.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import difflib
 import itertools
@@ -910,26 +911,47 @@ class _Walker:
         # oneOf, exactly one branch: each branch minus (supersets of) the others it may overlap;
         # a pair known to be disjoint needs no difference.
         overlaps: list[list[int]] = [[] for _ in branches]
+        apart: dict[tuple[int, int], frozenset[str]] = {}  # names whose presence tells two branches apart
         if keyword == "oneOf" and len(branches) > 1:
             facts = [self.facts(b, f"{pointer}/oneOf/{i}") for i, b in enumerate(combined)]
             for i, j in itertools.combinations(range(len(branches)), 2):
                 if not facts[i].disjoint(facts[j]):
                     overlaps[i].append(j)
                     overlaps[j].append(i)
+                    apart[i, j] = apart[j, i] = facts[i].separators(facts[j])
         if self.over:
             return alt(*(self.over_one_of(combined, overlaps, pointer) if keyword == "oneOf"
                          else [self.node(b, f"{pointer}/{keyword}/{i}") for i, b in enumerate(combined)]))  # fmt: skip
         supersets: dict[int, Node] = {}
-        options = []
-        for i, branch in enumerate(combined):
-            option = self.node(branch, f"{pointer}/{keyword}/{i}")
-            minus = []
-            for j in overlaps[i] if option != NOTHING else ():
+
+        def minus(option: Node, others: list[int]) -> Node:
+            """``option`` minus supersets of the branches ``others``."""
+            parts = []
+            for j in others if option != NOTHING else ():
                 if j not in supersets:
                     supersets[j] = self.superset().node(branches[j], f"{pointer}/oneOf/{j}")
                 if supersets[j] != NOTHING:
-                    minus.append(supersets[j])
-            options.append(Difference(option, tuple(minus)) if minus else option)
+                    parts.append(supersets[j])
+            return Difference(option, tuple(parts)) if parts else option
+
+        options = []
+        for i, branch in enumerate(combined):
+            where = f"{pointer}/{keyword}/{i}"
+            counts = collections.Counter(name for j in overlaps[i] for name in apart[i, j])
+            if not counts:
+                options.append(minus(self.node(branch, where), overlaps[i]))
+                continue
+            # A tag that is not required (a discriminator left optional: "protocol": {"enum":
+            # ["d0"]}) splits the branch. Objects that hold it match no branch whose tag differs,
+            # so only the rest is subtracted there; and only objects without it are subtracted
+            # from every overlapping branch. The same language, but a difference's liveness
+            # search need not find the tag by itself behind every optional member (o21819: ten
+            # meters, the search ran out of budget and refused valid instances).
+            name = max(counts, key=lambda n: (counts[n], n))
+            holding = self.node({"allOf": [branch, {"type": "object", "required": [name]}]}, where)
+            lacking = self.node({"allOf": [branch, {"properties": {name: False}}]}, where)
+            options.append(minus(holding, [j for j in overlaps[i] if name not in apart[i, j]]))
+            options.append(minus(lacking, overlaps[i]))
         return alt(*options)
 
     def over_one_of(self, branches: list[Any], overlaps: list[list[int]], pointer: str) -> list[Node]:
@@ -2270,6 +2292,17 @@ class _Facts:
             kinds = self.value_types if kinds is None else kinds & self.value_types
         return kinds
 
+    def separators(self, other: "_Facts") -> frozenset[str]:
+        """The names that no object satisfying both holds: tags whose values lie apart."""
+        names = set()
+        for one, two in ((self, other), (other, self)):
+            for name, keys in (one.tags or {}).items():
+                if (two.tags and name in two.tags and not keys & two.tags[name]) or (
+                    two.untags and name in two.untags and keys <= two.untags[name]
+                ):
+                    names.add(name)
+        return frozenset(names)
+
     def disjoint(self, other: "_Facts") -> bool:
         """No instance satisfies both: proved by types, by values, or by a tag property."""
         if self.empty or other.empty:
@@ -2287,12 +2320,8 @@ class _Facts:
             for one, two in ((self, other), (other, self)):
                 if two.closed is not None and not one.required <= two.closed:  # a name the other never holds
                     return True
-                for name in one.required & set(one.tags or {}):
-                    keys = one.tags[name]  # type: ignore[index]
-                    if (two.tags and name in two.tags and not keys & two.tags[name]) or (
-                        two.untags and name in two.untags and keys <= two.untags[name]
-                    ):
-                        return True
+            if self.separators(other) & (self.required | other.required):  # a required tag apart
+                return True
         return False
 
 
