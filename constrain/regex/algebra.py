@@ -292,20 +292,28 @@ class ProductDFA(Shared):
         return _learn(found, parent, self._live, self._dead)
 
     def _probe(self, states: Tuple) -> bool:
-        """A witness found the cheap way: the first part's shortest completion, if the product takes it.
+        """A witness found the cheap way: a completion of the first part alone, if the product takes it.
 
         The budgeted search explores every tuple up to a cost, and where a witness lies behind
-        two long required keys (o27154: ``list_int_input``, ``config_num``) the tuples of every
-        shorter key spelling use the budget up. The first part alone has few states per length,
-        and its shortest completion usually satisfies the others too (a subtracted part that
-        needs a key the completion leaves out); every tuple on the way is then live.
+        long required keys (o27154: ``list_int_input``, ``config_num``) or must close an object
+        of many required members in any order (o25692: nine, where a subtracted part with a
+        repeatable key stays alive to the closing brace) the tuples of every shorter spelling
+        and every subset of members use the budget up. The first part alone has fewer states,
+        and any completion of it usually satisfies the others too; every tuple on the way is
+        then live. The completion is found depth first, the newest state first among equal
+        priorities, each state's bytes in ``_PROBE_ORDER`` (letters, digits, then what closes):
+        it writes one member after another, where cheapest first expanded every subset of the
+        members before the last one (o25692: out of budget; now found in a few hundred states).
+        Whitespace, escapes and other bytes cost extra (``_PROBE_EXTRA``), and a completion
+        opens at most ``_PROBE_DEPTH`` brackets more than it closes: depth first, free-form
+        values would nest without end.
         """
         first = self.parts[0]
         parent: dict[int, tuple[int, int] | None] = {states[0]: None}
-        heap, end, tick = [(0, 0, states[0])], None, itertools.count(1)
+        heap, end, tick = [(0, 0, states[0], 0)], None, itertools.count(1)
         settled: set[int] = set()
-        while heap and len(parent) < self.search_budget:
-            cost, _, state = heapq.heappop(heap)
+        while heap and len(settled) < self.search_budget:
+            cost, _, state, depth = heapq.heappop(heap)
             if state in settled:
                 continue
             settled.add(state)
@@ -313,11 +321,16 @@ class ProductDFA(Shared):
                 end = state
                 break
             row = first.row(state)
-            for byte in _PROBE_ORDER:  # cheapest first: a bracket opens a nested value, which costs more
+            claimed = []  # each new successor by its most wanted byte, then pushed with that one first
+            for byte in _PROBE_ORDER:
                 successor = int(row[byte])
                 if successor != DEAD and successor not in parent:
                     parent[successor] = (state, byte)
-                    heapq.heappush(heap, (cost + _BYTE_COST[byte], next(tick), successor))
+                    claimed.append((successor, byte))
+            for successor, byte in reversed(claimed):
+                deeper = depth + (byte in _BRACKETS) - (byte in _CLOSERS and depth > 0)
+                if deeper <= _PROBE_DEPTH:
+                    heapq.heappush(heap, (cost + _PROBE_EXTRA[byte], -next(tick), successor, deeper))
         if end is None:
             return False
         path: list[int] = []
@@ -498,5 +511,18 @@ def _step_costs(spans: list[Run], count: int) -> list[int]:
     return costs
 
 
-#: The bytes a probe tries, printable ASCII first (JSON's own bytes).
-_PROBE_ORDER = (*range(0x20, 0x7F), *range(0x20), *range(0x7F, 0x100))
+#: What a byte adds to a probe's priority (see ``ProductDFA._probe``): nothing for printable
+#: ASCII, more for whitespace and escapes, most for control and multi-byte characters (a
+#: witness rarely needs them). Brackets cost nothing, but a probe opens at most
+#: ``_PROBE_DEPTH`` more than it closes: past that, free-form values would nest without end.
+_PROBE_EXTRA = [3 if b in b" \t\n\r" else 8 if b == 0x5C else 0 if 0x20 <= b < 0x7F else 16 for b in range(256)]
+_PROBE_DEPTH = 4
+_CLOSERS = (ord("]"), ord("}"))
+#: The order a probe tries a state's bytes in: letters, digits, what closes a value (quotes,
+#: brackets, separators), other printable ASCII, the rest.
+_CLOSING = b'"}],:'
+_PROBE_ORDER = (
+    *range(0x61, 0x7B), *range(0x30, 0x3A), *_CLOSING,
+    *(b for b in range(0x20, 0x7F) if b not in _CLOSING and not 0x61 <= b < 0x7B and not 0x30 <= b < 0x3A),
+    *range(0x20), *range(0x7F, 0x100),
+)  # fmt: skip
