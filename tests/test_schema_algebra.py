@@ -694,3 +694,27 @@ def test_a_witness_that_closes_many_members_in_any_order_is_found(smollm2: objec
              '{"changes": ["deleted"], "mode": "644"}']  # fmt: skip
     invalid = ['{"changes": ["size"]}', '{}', '"x"', '{"changes": ["size"], "mode": "9", "user": "u", "group": "g", "type": "file"}']
     _assert_exact_on(smollm2, schema, valid, invalid, seed=3)
+
+
+def test_branches_told_apart_by_a_nested_optional_member_need_no_difference_where_it_is_present(smollm2: object) -> None:
+    """o25731 (package lists): the two branches differ in ``_attributes.package_system`` (an
+    optional member whose value requires ``rpm`` in one, ``dpkg`` in the other) and in a
+    checksum pattern deep inside ``_elements``. The branch minus the other's superset had to
+    find that nested enum by itself: out of budget, the guide refused at compile. Members
+    whose value facts are disjoint now separate branches as listed tags do. (Without
+    ``_attributes`` the difference stays: ``{"_elements": [{"name": "a", "checksum": ""}]}``
+    matches the second branch only, and its search still runs out of budget: refused,
+    stricter than the schema, never weaker.)"""
+    def branch(system: str, checksum: str) -> dict[str, object]:
+        return {"properties": {
+            "_attributes": {"type": "object", "required": ["package_system"], "properties": {"package_system": {"enum": [system]}}},
+            "_elements": {"type": "array", "items": {"type": "object", "required": ["name", "checksum"], "properties": {
+                "name": {"type": "string", "minLength": 1}, "checksum": {"type": "string", "pattern": checksum}}}}}}  # fmt: skip
+
+    schema = {"type": "object", "required": ["_elements"], "oneOf": [branch("rpm", "^[a-f0-9]+$"), branch("dpkg", "^[a-f0-9]*$")]}
+    valid = ['{"_attributes": {"package_system": "rpm"}, "_elements": [{"name": "a", "checksum": "0ff"}]}',
+             '{"_elements": [{"name": "a", "checksum": ""}], "_attributes": {"package_system": "dpkg"}}']  # fmt: skip
+    invalid = ['{"_attributes": {"package_system": "rpm"}, "_elements": [{"name": "a", "checksum": ""}]}',
+               '{"_elements": [{"name": "a", "checksum": "0ff"}]}', '{"_elements": []}',
+               '{"_attributes": {"package_system": "yum"}, "_elements": []}']  # fmt: skip
+    _assert_exact_on(smollm2, schema, valid, invalid, seed=9)

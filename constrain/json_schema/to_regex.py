@@ -1006,8 +1006,11 @@ class _Walker:
         properties = schema.get("properties")
         tags: dict[str, frozenset[str]] = {}
         untags: dict[str, frozenset[str]] = {}
+        members: dict[str, _Facts] = {}
         if isinstance(properties, dict):
             for name, sub in properties.items():
+                if depth < _MEMBER_FACTS_DEPTH:  # a member's own facts, one level down
+                    members[name] = self.facts(sub, pointer, depth + _MEMBER_FACTS_DEPTH, base)
                 try:
                     sub = self.deref(sub, pointer)
                     negated = self.deref(sub.get("not"), pointer) if isinstance(sub, dict) else None
@@ -1022,9 +1025,10 @@ class _Walker:
         # an object of this schema holds declared names only (patterns would admit more)
         closed = (frozenset(properties) if schema.get("additionalProperties") is False and isinstance(properties, dict)
                   and not schema.get("patternProperties") else None)  # fmt: skip
-        if isinstance(required, list) or tags or untags or closed is not None:
+        if isinstance(required, list) or tags or untags or closed is not None or members:
             names = frozenset(n for n in required if isinstance(n, str)) if isinstance(required, list) else frozenset()
-            found = found.meet(_Facts(required=names, tags=tags or None, untags=untags or None, closed=closed))
+            found = found.meet(_Facts(required=names, tags=tags or None, untags=untags or None, closed=closed,
+                                      members=members or None))  # fmt: skip
         for sub in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
             found = found.meet(self.facts(sub, pointer, depth + 1, base))
         if isinstance(schema.get("$ref"), str):
@@ -2249,6 +2253,8 @@ class _Facts:
     untags: dict[str, frozenset[str]] | None = None
     #: The only names an object may hold (``additionalProperties: false``), or None.
     closed: frozenset[str] | None = None
+    #: The facts of a property's value when present (read one level down), by name.
+    members: dict[str, "_Facts"] | None = None
 
     def meet(self, other: "_Facts") -> "_Facts":
         """The facts of both schemas at once (an ``allOf``)."""
@@ -2261,9 +2267,12 @@ class _Facts:
         untags = dict(self.untags or {})
         for name, keys in (other.untags or {}).items():
             untags[name] = untags[name] | keys if name in untags else keys
+        members = dict(self.members or {})
+        for name, facts in (other.members or {}).items():
+            members[name] = members[name].meet(facts) if name in members else facts
         return _Facts(self.empty or other.empty, both(self.types, other.types), both(self.values, other.values),
                       both(self.value_types, other.value_types), self.required | other.required, tags or None,
-                      untags or None, both(self.closed, other.closed))  # fmt: skip
+                      untags or None, both(self.closed, other.closed), members or None)  # fmt: skip
 
     def admits(self, key: str) -> bool:
         """Whether the value whose JSON key is ``key`` may satisfy these facts (False: surely not)."""
@@ -2293,7 +2302,9 @@ class _Facts:
         return kinds
 
     def separators(self, other: "_Facts") -> frozenset[str]:
-        """The names that no object satisfying both holds: tags whose values lie apart."""
+        """The names that no object satisfying both holds: tags whose values lie apart, or
+        members whose values are disjoint (``{"_attributes": {"required": ["system"], ...}}``
+        with ``system`` listed as ``rpm`` in one branch, ``dpkg`` in the other)."""
         names = set()
         for one, two in ((self, other), (other, self)):
             for name, keys in (one.tags or {}).items():
@@ -2301,6 +2312,8 @@ class _Facts:
                     two.untags and name in two.untags and keys <= two.untags[name]
                 ):
                     names.add(name)
+        mine, theirs = self.members or {}, other.members or {}
+        names.update(name for name in mine.keys() & theirs.keys() if mine[name].disjoint(theirs[name]))
         return frozenset(names)
 
     def disjoint(self, other: "_Facts") -> bool:
@@ -2323,6 +2336,11 @@ class _Facts:
             if self.separators(other) & (self.required | other.required):  # a required tag apart
                 return True
         return False
+
+
+#: How deep ``_Walker.facts`` reads members' own facts: a branch's properties, through its
+#: ``allOf`` and ``$ref``, and no further (their members are not read).
+_MEMBER_FACTS_DEPTH = 4
 
 
 def _expand_type(name: str) -> frozenset[str]:
