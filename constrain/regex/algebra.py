@@ -265,8 +265,6 @@ class ProductDFA(Shared):
         # {"a": "x", "c": "abc"}, 19 bytes away in two open objects; fewest brackets first
         # spent it on the member subsets of a wide object before opening the array that a
         # witness had to go through.)
-        if self.unbounded and self._probe(states, self.search_budget // 16):
-            return True
         pending, push, pop = self._frontier(states)
         found: Tuple | None = None
         while pending:
@@ -285,7 +283,7 @@ class ProductDFA(Shared):
                 # (any value minus arrays, after "["), so the search cannot end by exhaustion:
                 # this tuple counts as dead, unless the probe finds a witness. Over-constrained
                 # at worst, never weaker.
-                if self._probe(states, self.search_budget):
+                if self._probe(states, self.search_budget // 4):
                     return True
                 self._dead.add(states)
                 self.gave_up = True
@@ -313,11 +311,15 @@ class ProductDFA(Shared):
         opens at most ``_PROBE_DEPTH`` brackets more than it closes: depth first, free-form
         values would nest without end.
 
-        Where a part nests without bound, a search first probes on a sixteenth of its budget,
-        and probes on all of it once the search gives up: completions are kept per first-part
-        state (``_completion``), and the trail stops at the first tuple known live, so most
-        probes cost a lookup and a few steps. (o45306: first walk 64 -> 27 s; GeoJSON o63308:
-        compile 17.7 -> 1.7 s, whose start searched 9-part tuples for 15 s before its probe.)
+        Completions are kept per first-part state (``_completion``), and the trail stops at
+        the first tuple known live, so a repeated probe costs a lookup and a few steps. A probe
+        settles at most an eighth of the search budget: depth first, every settled state is a
+        new one of the first part, and on the full budget o21819's ten probes at its meters'
+        start built past ``max_dfa_states`` (and o45306, whose witness lies deeper, is refused
+        with an eighth; with a quarter it passes in 66 s, o21819 in 34 s instead of 5). (Probing
+        before the search, on a sixteenth of the budget, was tried: GeoJSON o63308 compiled in
+        1.7 s instead of 17.7, but failing probes build first-part rows on every search, and
+        o21819's first walk ran past ``max_dfa_states`` where it took 4 s.)
         """
         path = self._completion(states[0], budget)
         if path is None:
@@ -350,6 +352,8 @@ class ProductDFA(Shared):
         if self._incomplete.get(start, -1) >= budget:
             return None
         first = self.parts[0]
+        one = getattr(first, "successor", None)  # a lazy DFA builds the successors it is asked for only
+        step: Callable[[int, int], int] = one if one is not None else lambda state, byte: int(first.row(state)[byte])
         parent: dict[int, tuple[int, int] | None] = {start: None}
         heap, end, tick = [(0, 0, start, 0)], None, itertools.count(1)
         settled: set[int] = set()
@@ -362,10 +366,9 @@ class ProductDFA(Shared):
             if known is not None or first.is_final(state):
                 end = state
                 break
-            row = first.row(state)
             claimed = []  # each new successor by its most wanted byte, then pushed with that one first
             for byte in _PROBE_ORDER:
-                successor = int(row[byte])
+                successor = step(state, byte)
                 if successor != DEAD and successor not in parent:
                     parent[successor] = (state, byte)
                     claimed.append((successor, byte))
@@ -547,17 +550,17 @@ def _step_costs(spans: list[Run], count: int) -> list[int]:
 
 
 #: What a byte adds to a probe's priority (see ``ProductDFA._probe``): nothing for printable
-#: ASCII, more for whitespace and escapes, most for control and multi-byte characters (a
-#: witness rarely needs them). Brackets cost nothing, but a probe opens at most
+#: ASCII, more for whitespace and escapes. Brackets cost nothing, but a probe opens at most
 #: ``_PROBE_DEPTH`` more than it closes: past that, free-form values would nest without end.
-_PROBE_EXTRA = [3 if b in b" \t\n\r" else 8 if b == 0x5C else 0 if 0x20 <= b < 0x7F else 16 for b in range(256)]
+_PROBE_EXTRA = [3 if b in b" \t\n\r" else 8 if b == 0x5C else 0 for b in range(256)]
 _PROBE_DEPTH = 4
 _CLOSERS = (ord("]"), ord("}"))
-#: The order a probe tries a state's bytes in: letters, digits, what closes a value (quotes,
-#: brackets, separators), other printable ASCII, the rest.
+#: The bytes a probe tries, in order: letters, digits, what closes a value (quotes, brackets,
+#: separators), other printable ASCII, whitespace. Nothing else: a completion through control
+#: or multi-byte characters is left to the search, and their successors are never built.
 _CLOSING = b'"}],:'
 _PROBE_ORDER = (
     *range(0x61, 0x7B), *range(0x30, 0x3A), *_CLOSING,
     *(b for b in range(0x20, 0x7F) if b not in _CLOSING and not 0x61 <= b < 0x7B and not 0x30 <= b < 0x3A),
-    *range(0x20), *range(0x7F, 0x100),
+    *b"\t\n\r",
 )  # fmt: skip
