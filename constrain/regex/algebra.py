@@ -283,7 +283,7 @@ class ProductDFA(Shared):
                 # (any value minus arrays, after "["), so the search cannot end by exhaustion:
                 # this tuple counts as dead, unless the probe finds a witness. Over-constrained
                 # at worst, never weaker.
-                if self._probe(states, self.search_budget // 4):
+                if self._probe(states, self.search_budget // 8):
                     return True
                 self._dead.add(states)
                 self.gave_up = True
@@ -380,11 +380,11 @@ class ProductDFA(Shared):
             self._incomplete[start] = budget
             return None
         path = bytearray(self._completions.get(end, b""))
-        step = end
-        while parent[step] is not None:
-            step, byte = parent[step]  # type: ignore[misc]
+        on_way = end
+        while parent[on_way] is not None:
+            on_way, byte = parent[on_way]  # type: ignore[misc]
             path.insert(0, byte)
-            self._completions.setdefault(step, bytes(path))
+            self._completions.setdefault(on_way, bytes(path))
         return self._completions.setdefault(start, bytes(path))
 
     def _frontier(
