@@ -307,9 +307,9 @@ class ProductDFA(Shared):
         priorities, each state's bytes in ``_PROBE_ORDER`` (letters, digits, then what closes):
         it writes one member after another, where cheapest first expanded every subset of the
         members before the last one (o25692: out of budget; now found in a few hundred states).
-        Whitespace, escapes and other bytes cost extra (``_PROBE_EXTRA``), and a completion
-        opens at most ``_PROBE_DEPTH`` brackets more than it closes: depth first, free-form
-        values would nest without end.
+        Whitespace and escapes cost extra (``_PROBE_EXTRA``), other bytes are not tried, and a
+        completion opens at most ``_PROBE_DEPTH`` brackets more than it closes: depth first,
+        free-form values would nest without end.
 
         Completions are kept per first-part state (``_completion``), and the trail stops at
         the first tuple known live, so a repeated probe costs a lookup and a few steps. A probe
@@ -353,7 +353,9 @@ class ProductDFA(Shared):
             return None
         first = self.parts[0]
         one = getattr(first, "successor", None)  # a lazy DFA builds the successors it is asked for only
-        step: Callable[[int, int], int] = one if one is not None else lambda state, byte: int(first.row(state)[byte])
+        step: Callable[[int, int], int] = (
+            one if one is not None else lambda state, byte: int(first.row(state)[byte])
+        )
         parent: dict[int, tuple[int, int] | None] = {start: None}
         heap, end, tick = [(0, 0, start, 0)], None, itertools.count(1)
         settled: set[int] = set()

@@ -1107,7 +1107,8 @@ def _first_byte_groups(node: Node) -> list[Node]:
         joined = [g for g in groups if g[0] & mask]
         for g in joined:
             mask |= g[0]
-        groups = [g for g in groups if not g[0] & mask] + [(mask, [o for g in joined for o in g[1]] + [option])]
+        merged = [o for g in joined for o in g[1]] + [option]
+        groups = [g for g in groups if not g[0] & mask] + [(mask, merged)]
     return [alt(*options) for _, options in groups] if len(groups) > 1 else [node]
 
 
