@@ -697,3 +697,40 @@ def test_branches_told_apart_by_a_nested_optional_member_need_no_difference_wher
                '{"_elements": [{"name": "a", "checksum": "0ff"}]}', '{"_elements": []}',
                '{"_attributes": {"package_system": "yum"}, "_elements": []}']  # fmt: skip
     _assert_exact_on(smollm2, schema, valid, invalid, seed=9)
+
+
+# (schema, instances) where a subtracted part nests a free-form value: its liveness search has
+# a budget, and the budgets below run out long before it settles
+SUBTRACTED_UNDER_BUDGET = [
+    ({"dependentSchemas": {"foo\tbar": {"minProperties": 4}}},
+     [{"foo\tbar": 1, "a": 2}, {"foo\tbar": 1}, {"foo\tbar": 1, "a": 2, "b": [3]}, {"a": 1}]),
+    ({"dependentSchemas": {"foo": {"minProperties": 3}}}, [{"foo": 1}, {"foo": {"x": 1}, "a": 2}, {"b": 1}]),
+    ({"not": {"required": ["a"], "maxProperties": 2}}, [{"a": 1}, {"a": 1, "b": [2]}, {"a": 1, "b": 2, "c": 3}]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("budget", [16, 64, 256])
+@pytest.mark.parametrize(("schema", "instances"), SUBTRACTED_UNDER_BUDGET)
+def test_a_subtracted_part_keeps_what_its_search_could_not_settle(
+    smollm2: object, budget: int, schema: dict, instances: list
+) -> None:
+    """A search that runs out of budget counted its tuple dead: stricter where the product's
+    language is kept, weaker where it is subtracted. The part "has ``foo\\tbar`` and fewer
+    than four members" died after ``{"foo\\tbar"`` and the difference took
+    ``{"foo\\tbar": 1, "a": 2}`` (the test suite's dependentSchemas case, under a probe that
+    settled less). Refusing the schema is allowed; letting an invalid instance through is not."""
+    validator = jsonschema.Draft202012Validator(schema)
+    compiler = constrain.Compiler(smollm2, limits=Limits(max_search_states=budget))
+    try:
+        guide = compiler.json_schema(schema, strict_properties=False)
+    except constrain.LimitExceededError:
+        return
+    for instance in instances:
+        for text in (json.dumps(instance), json.dumps(instance, separators=(",", ":"))):
+            if accepts(guide, tokenize_continuation(smollm2, text)):
+                assert validator.is_valid(instance), text
+    rng = random.Random(budget)
+    for _ in range(6):
+        ids, done = random_walk(guide, compiler.vocabulary, rng, max_tokens=40, eos_probability=0.5)
+        if done:
+            assert validator.is_valid(json.loads(token_text(compiler.vocabulary, ids)))

@@ -56,8 +56,9 @@ __all__ = ["DiskCache", "DiskCacheStats", "FORMAT_VERSION", "Storable"]
 #: ``unbounded`` on first use (_unbounded); 6: a Length's last tick counts; 7: a free-form
 #: value reads the vocabulary's bytes only; 8: a difference whose base's options start apart
 #: is one product per option group (``automaton._first_byte_groups``), and a oneOf branch
-#: splits on an optional tag (objects holding it, objects without it).
-FORMAT_VERSION = 8
+#: splits on an optional tag (objects holding it, objects without it); 9: automata and products
+#: know whether they are subtracted (``subtracted``), and keep what a subtracted search left open.
+FORMAT_VERSION = 9
 
 #: The header line is JSON of a few short fields; a longer first line is not a header.
 _MAX_HEADER = 4096

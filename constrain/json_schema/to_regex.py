@@ -1068,7 +1068,7 @@ class _Walker:
             if not isinstance(values, list):
                 raise SchemaError(f"enum at {pointer} must be a list")
         if schema:  # filter by the siblings' own automaton: exact when it is, and never backtracking
-            rest = LazyDFA(ByteNFA(self.node(schema, pointer), self.limits))
+            rest = LazyDFA(ByteNFA(self.node(schema, pointer), self.limits, subtracted=self.over))
             values = [v for v in values
                       if rest.matches(json.dumps(v, ensure_ascii=False, separators=(",", ":")).encode())]  # fmt: skip
         if not values:
@@ -1493,7 +1493,7 @@ class _Walker:
         keys = [(self.key_pattern(p, f"{pointer}/patternProperties/{_escape_pointer(p)}"), sub, p)
                 for p, sub in patterns.items()]  # fmt: skip
         names_node = None if names_schema is True else self.node(names_schema, f"{pointer}/propertyNames")
-        names_check = None if names_node is None else LazyDFA(ByteNFA(names_node, self.limits))
+        names_check = None if names_node is None else LazyDFA(ByteNFA(names_node, self.limits, subtracted=self.over))
 
         def matching(name: str) -> list[Any]:
             spelled = json.dumps(name, ensure_ascii=False)
@@ -1543,7 +1543,7 @@ class _Walker:
             # (o19343: 1.8 s -> 7.7 s to compile); an empty product or object stays a known gap.
             values = [(kind, value) for kind, value in values if value != NOTHING and not (
                 self.empty_scalar(value) if kind is None and (name in asked or low)
-                else kind is not None and LazyDFA(ByteNFA(value, self.limits)).start == DEAD)]  # fmt: skip
+                else kind is not None and LazyDFA(ByteNFA(value, self.limits, subtracted=self.over)).start == DEAD)]  # fmt: skip
             if not values and name in required:
                 return NOTHING
             for kind, value in values:

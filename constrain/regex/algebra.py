@@ -119,14 +119,22 @@ class ProductDFA(Shared):
     In a difference the subtracted parts may be ``DEAD`` (the text left their
     language: good) and a tuple is accepting when the first part accepts and none
     of the others does.
+
+    Rows hold live tuples only, and where a part nests without bound liveness is a budgeted
+    search that may end undecided. What an undecided tuple becomes depends on the product's
+    polarity, ``subtracted`` (an odd number of differences deep, see ``ByteNFA._product``):
+    dead where the language is kept (the guide is stricter), live where it is taken away
+    (less would be subtracted otherwise, and the guide weaker).
     """
 
     def __init__(
         self, parts: list[Automaton], *, subtract: bool, max_states: int, timeout_s: float,
-        search_budget: int = 8192, deadline: float | None = None,
+        search_budget: int = 8192, deadline: float | None = None, subtracted: bool = False,
     ) -> None:
         self.parts = parts
         self.subtract = subtract
+        #: Whether this product's language is subtracted from another (see ``_is_live``).
+        self.subtracted = subtracted
         self.max_states = max_states
         self.timeout_s = timeout_s
         self.search_budget = search_budget
@@ -277,9 +285,16 @@ class ProductDFA(Shared):
                     push(successor, cost + (steps[k] if steps is not None else 1))
             if self.unbounded and len(parent) > self.search_budget:
                 # Past the budget a part may nest forever without ever agreeing with the others
-                # (any value minus arrays, after "["), so the search cannot end by exhaustion:
-                # this tuple counts as dead, unless the probe finds a witness. Over-constrained
-                # at worst, never weaker.
+                # (any value minus arrays, after "["), so the search cannot end by exhaustion.
+                # Where this product is subtracted, the tuple counts as live: a subtracted part
+                # that died too soon would take less away and let invalid texts through (an
+                # object with the dependent key and too few members, where the search over
+                # "has the key and fewer than four members" ran out); kept, it only leaves a
+                # search above without its shortcut. Elsewhere it counts as dead, unless the
+                # probe finds a witness. Over-constrained at worst, never weaker.
+                if self.subtracted:
+                    self._live.add(states)
+                    return True
                 if self._probe(states):
                     return True
                 self._dead.add(states)

@@ -69,14 +69,17 @@ class ByteNFA(Shared):
 
     def __init__(
         self, tree: Node, limits: Limits, alphabet: bytes = b"\x01" * 256, *, deadline: float | None = None,
-        parts: "dict[tuple[str, Node, bytes], Automaton] | None" = None,
+        parts: "dict[tuple[str, Node, bytes, bool | None], Automaton] | None" = None, subtracted: bool = False,
     ) -> None:
         self.limits = limits
+        #: Whether this automaton's language is subtracted (an odd number of differences deep):
+        #: its products then keep the tuples a budgeted search could not settle (``ProductDFA``).
+        self.subtracted = subtracted
         #: The products and their parts built so far, by node *value*, shared with the automata
         #: built inside them: a ``oneOf`` subtracts each branch from every other, so one branch
         #: is a part of n - 1 differences but built once, and the same difference written in
         #: several places (each copy of a ``$ref``'d object with a ``not``) is searched once.
-        self._parts: dict[tuple[str, Node, bytes], Automaton] = {} if parts is None else parts
+        self._parts: dict[tuple[str, Node, bytes, bool | None], Automaton] = {} if parts is None else parts
         self._deadline = time.monotonic() + limits.timeout_s if deadline is None else deadline
         self._alphabet = alphabet
         self._runs = byte_runs(alphabet)
@@ -101,6 +104,7 @@ class ByteNFA(Shared):
         self._slack: dict[int, int] = {}
         self._eager = 0  # inside a Length body: no part is deferred (its pruning reads the whole body)
         self._nonempty_memo: dict[int, bool] = {}
+        self._nests_memo: dict[int, bool] = {}
         self._lock = threading.RLock()
         self._tree = tree  # keeps every node alive, so the caches keyed by node identity stay right
         self.start, self.accept = self._build(tree, defer=False)
@@ -131,7 +135,7 @@ class ByteNFA(Shared):
     def __getstate__(self) -> dict[str, Any]:
         """Caches keyed by node identity do not travel: in another process the nodes are new objects."""
         state = super().__getstate__()
-        state.update(_templates={}, _nonempty_memo={}, _parts={})
+        state.update(_templates={}, _nonempty_memo={}, _nests_memo={}, _parts={})
         return state
 
     def undecided(self) -> bool:
@@ -381,40 +385,47 @@ class ByteNFA(Shared):
             # U+40000 where SmolLM2 has no byte 0xF1), and the guide let a model write a prefix
             # it could never complete.
             level_alphabet = b"\x01" + self._alphabet[1:]
-            level = LazyDFA(ByteNFA(node.level, self.limits, level_alphabet, deadline=self._deadline, parts=self._parts))
+            level = LazyDFA(ByteNFA(node.level, self.limits, level_alphabet, deadline=self._deadline, parts=self._parts,
+                                    subtracted=self.subtracted))  # fmt: skip
             return self._embed(NestedDFA(level, max_states=self.limits.max_dfa_states,
                                          max_depth=self.limits.max_parser_stack))  # fmt: skip
         if isinstance(node, EndsWith):
-            tagged = ("ends with", node, self._alphabet)
+            tagged = ("ends with", node, self._alphabet, self._polarity(node))
             known = self._parts.get(tagged)
             if known is None:
                 known = self._parts[tagged] = EndsWithDFA(
-                    self._part(node.node), _byte_mask(node.last), _byte_mask(node.skip), node.none,
+                    self._part(node.node, self.subtracted), _byte_mask(node.last), _byte_mask(node.skip), node.none,
                     max_states=self.limits.max_dfa_states,
                 )  # fmt: skip
             return self._embed(known)
         if isinstance(node, (Intersect, Difference)):
             simpler = narrowed(node)
             if isinstance(simpler, (Intersect, Difference)):
-                return self._embed(self._product(simpler))
+                return self._embed(self._product(simpler, self.subtracted))
             return self._build(simpler)
         raise TypeError(f"unknown regex node {node!r}")
 
-    def _product(self, node: "Intersect | Difference") -> ProductDFA:
-        """The product automaton of an intersection or difference (built once per value)."""
-        key = ("product", node, self._alphabet)
+    def _product(self, node: "Intersect | Difference", subtracted: bool) -> ProductDFA:
+        """The product automaton of an intersection or difference (built once per value and polarity).
+
+        A difference's base keeps the polarity of the difference, its subtracted parts take
+        the other one: what ``not`` takes away from a ``not`` is kept.
+        """
+        key = ("product", node, self._alphabet, self._polarity(node, subtracted))
         product = self._parts.get(key)
         if product is None:
             parts = node.parts if isinstance(node, Intersect) else (node.base, *node.minus)
+            polarities = [subtracted] * len(parts) if isinstance(node, Intersect) else [
+                subtracted, *[not subtracted] * len(node.minus)]  # fmt: skip
             product = self._parts[key] = ProductDFA(
-                [self._part(part) for part in parts], subtract=isinstance(node, Difference),
+                [self._part(part, p) for part, p in zip(parts, polarities)], subtract=isinstance(node, Difference),
                 max_states=self.limits.max_dfa_states, timeout_s=self.limits.timeout_s,
-                search_budget=self.limits.max_search_states, deadline=self._deadline,
+                search_budget=self.limits.max_search_states, deadline=self._deadline, subtracted=subtracted,
             )  # fmt: skip
         return cast(ProductDFA, product)
 
-    def _part(self, node: Node) -> Automaton:
-        """The automaton of one part of an intersection or difference (built once per value).
+    def _part(self, node: Node, subtracted: bool) -> Automaton:
+        """The automaton of one part of an intersection or difference (built once per value and polarity).
 
         A part that is itself a product is that product: wrapped in a lazy DFA of its own it
         would be the same automaton state for state, at the price of a subset state, a closure
@@ -423,14 +434,25 @@ class ByteNFA(Shared):
         if isinstance(node, (Intersect, Difference)):
             node = narrowed(node)
             if isinstance(node, (Intersect, Difference)):
-                return self._product(node)
-        key = ("part", node, self._alphabet)
+                return self._product(node, subtracted)
+        key = ("part", node, self._alphabet, self._polarity(node, subtracted))
         known = self._parts.get(key)
         if known is None:
-            known = self._parts[key] = LazyDFA(
-                ByteNFA(node, self.limits, self._alphabet, deadline=self._deadline, parts=self._parts)
-            )
+            known = self._parts[key] = LazyDFA(ByteNFA(
+                node, self.limits, self._alphabet, deadline=self._deadline, parts=self._parts, subtracted=subtracted,
+            ))  # fmt: skip
         return cast(LazyDFA, known)  # "part" keys hold the parts' LazyDFAs only
+
+    def _polarity(self, node: Node, subtracted: bool | None = None) -> bool | None:
+        """The polarity a cached part of ``node`` is built for, or None where both build the same.
+
+        Only a search over a part nested without bound runs out of budget, and only there does
+        the polarity change a row (see ``ProductDFA``): other parts, most of a ``oneOf``'s
+        branches among them, are built once for both sides of their differences.
+        """
+        if not _nests(node, self._nests_memo):
+            return None
+        return self.subtracted if subtracted is None else subtracted
 
     def _embed(self, automaton: Automaton) -> tuple[int, int]:
         """One state that runs ``automaton``: its state rides on the counter stack.
