@@ -675,6 +675,27 @@ def test_an_optional_discriminator_is_found_behind_every_optional_member(smollm2
     _assert_exact_on(smollm2, schema, valid, invalid, seed=5)
 
 
+def test_a_witness_that_closes_many_members_in_any_order_is_found(smollm2: object) -> None:
+    """o25692 (rpm -V output): ``oneOf`` of a changed file (five required members, in any order)
+    and a deleted one (``changes: ["deleted"]``). The deleted branch's superset lets a key
+    repeat, so it stays alive until the object closes: a witness for the first branch must
+    write all five members. The budgeted search expanded every subset of them first and gave
+    up, and the changed files were refused; the first branch's own completion, found depth
+    first, is one such witness."""
+    changes = {"type": "array", "minItems": 1, "items": {"enum": ["size", "mode", "md5", "user", "group", "time"]}}
+    schema = {"oneOf": [
+        {"required": ["changes", "mode", "user", "group", "type"], "properties": {
+            "changes": changes, "mode": {"type": "string", "pattern": "^[0-7]{3,4}$"}, "user": {"type": "string", "minLength": 1},
+            "group": {"type": "string", "minLength": 1}, "type": {"enum": ["file", "dir"]}}},
+        {"required": ["changes"], "properties": {"changes": {"enum": [["deleted"]]}}},
+    ]}  # fmt: skip
+    valid = ['{"changes": ["size"], "mode": "644", "user": "u", "group": "g", "type": "file"}',
+             '{"type": "dir", "group": "g", "user": "u", "mode": "0755", "changes": ["md5", "time"]}',
+             '{"changes": ["deleted"], "mode": "644"}']  # fmt: skip
+    invalid = ['{"changes": ["size"]}', '{}', '"x"', '{"changes": ["size"], "mode": "9", "user": "u", "group": "g", "type": "file"}']
+    _assert_exact_on(smollm2, schema, valid, invalid, seed=3)
+
+
 def test_branches_told_apart_by_a_nested_optional_member_need_no_difference_where_it_is_present(smollm2: object) -> None:
     """o25731 (package lists): the two branches differ in ``_attributes.package_system`` (an
     optional member whose value requires ``rpm`` in one, ``dpkg`` in the other) and in a

@@ -57,7 +57,8 @@ __all__ = ["DiskCache", "DiskCacheStats", "FORMAT_VERSION", "Storable"]
 #: value reads the vocabulary's bytes only; 8: a difference whose base's options start apart
 #: is one product per option group (``automaton._first_byte_groups``), and a oneOf branch
 #: splits on an optional tag (objects holding it, objects without it); 9: automata and products
-#: know whether they are subtracted (``subtracted``), and keep what a subtracted search left open.
+#: know whether they are subtracted (``subtracted``), and keep what a subtracted search left open;
+#: products keep their first part's completions (_completions, _incomplete).
 FORMAT_VERSION = 9
 
 #: The header line is JSON of a few short fields; a longer first line is not a header.

@@ -1465,6 +1465,18 @@ class LazyDFA(Shared):
         row: NDArray[np.int32] = self.table[state]
         return row
 
+    def successor(self, state: int, byte: int) -> int:
+        """The successor of ``state`` on ``byte``, building that one alone where it is pending
+        (a product's probe reads a few bytes of each state, not whole rows)."""
+        with self._lock:
+            if not self.expanded[state]:
+                self._expand_one(state)
+            cell = int(self.table[state, byte])
+            if cell < DEAD:
+                self._resolve(pending_code(cell))
+                cell = int(self.table[state, byte])
+        return cell
+
     def runs(self, state: int) -> list[Run]:
         """The row of ``state`` as runs of bytes with one live successor (see ``runs_of``)."""
         runs = self._runs.get(state)
