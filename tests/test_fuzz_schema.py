@@ -8,6 +8,8 @@ inner anchors) and JSON values to judge. Two properties, each against the indepe
 * **soundness**: random walks through the schema's byte automaton (each step a random
   byte that keeps the text completable, stopping at random where it may) produce only
   JSON that ``json.loads`` reads and the library validates;
+* **soundness by value**: a value the automaton accepts validates, with the default search
+  budget and with one so small that most searches over free-form values run out;
 * **completeness**: a value the library calls valid, written as ``json.dumps`` writes it
   (both separator styles), is accepted — for the keyword families the docs promise to be
   exact (``not``, ``oneOf`` and ``if`` subtract supersets and may refuse a few valid
@@ -67,6 +69,10 @@ _VALUES = st.recursive(
 _LENGTH_PATTERNS = ["^a$", "^ab$", "^a+b$", "^[a-c]{2,}$", "b", "^(a|bc)*$", "x?y", "^.{1,3}$", "\\d$"]
 _KEY_PATTERNS = st.sampled_from(["^a", "b", "^x-", "^[a-c]+$", "1$", "(^i|c$)"])
 _REQUIRED = st.lists(_NAMES, min_size=1, max_size=2, unique=True).map(lambda names: {"required": names})
+_COUNTED = st.one_of(
+    st.builds(lambda n: {"minProperties": n}, st.integers(2, 4)), st.builds(lambda n: {"maxProperties": n}, st.integers(0, 2)),
+    st.builds(lambda r, n: {**r, "maxProperties": n}, _REQUIRED, st.integers(1, 2)),
+)
 _PRESENCE = st.one_of(_REQUIRED, _REQUIRED.map(lambda r: {"not": r}),
                       st.builds(lambda a, b: {"anyOf": [a, b]}, _REQUIRED, _REQUIRED))  # fmt: skip
 
@@ -133,6 +139,10 @@ def _schemas(exact: bool) -> st.SearchStrategy[dict[str, Any]]:
         if not exact:
             options += [
                 st.builds(lambda s: {"not": s}, inner),
+                # a subtracted part over undeclared members (free-form values): its searches have a budget
+                st.builds(lambda props, name, counted: {"properties": props, "dependentSchemas": {name: counted}},
+                          st.dictionaries(_NAMES, inner, max_size=2), _NAMES, _COUNTED),  # fmt: skip
+                st.builds(lambda counted: {"not": counted}, _COUNTED),
                 st.builds(lambda branches: {"oneOf": branches}, st.lists(inner, min_size=1, max_size=3)),
                 st.builds(lambda i, t, e: {"if": i, "then": t, "else": e}, inner, inner, inner),
             ]
@@ -144,10 +154,10 @@ def _schemas(exact: bool) -> st.SearchStrategy[dict[str, Any]]:
 # ---------------------------------------------------------------------- helpers
 
 
-def _automaton(schema: dict[str, Any], mode: str) -> LazyDFA | None:
+def _automaton(schema: dict[str, Any], mode: str, limits: Limits = Limits(timeout_s=20)) -> LazyDFA | None:
     """The schema's byte automaton, or None where the schema is refused or matches nothing."""
     try:
-        return LazyDFA(ByteNFA(schema_walk(schema, MODES[mode]).tree, Limits(timeout_s=20)))
+        return LazyDFA(ByteNFA(schema_walk(schema, MODES[mode]).tree, limits))
     except constrain.ConstrainError:
         return None  # refused by name (a keyword, a limit, an empty language): allowed
 
@@ -250,6 +260,36 @@ def test_random_walks_validate(mode: str, schema: dict[str, Any], seed: int) -> 
             # the oracle (jsonschema on floats) cannot judge such a number, the schema can
         errors = list(ExactValidator(schema).iter_errors(value))
         assert not errors, f"{text!r} accepted for {json.dumps(schema)}: {errors[0].message}"
+
+
+#: Search budgets for the value check: the default, and one that runs out in most products
+#: over a free-form value, where what an unsettled search concludes decides soundness.
+_BUDGETS = {"default": Limits(timeout_s=20), "tight": Limits(timeout_s=20, max_search_states=48)}
+
+
+@pytest.mark.parametrize("budget", sorted(_BUDGETS))
+@pytest.mark.parametrize("mode", sorted(MODES))
+@_seeded
+@FUZZ
+@given(schema=_schemas(exact=False), values=st.lists(_VALUES, min_size=1, max_size=8))
+def test_invalid_values_are_refused(mode: str, budget: str, schema: dict[str, Any], values: list[Any]) -> None:
+    """Soundness by value: every value the automaton takes, in either spelling, validates.
+
+    Random walks reach what a schema admits widely; an invalid value that slips through a
+    narrow gap (a subtracted part that died too soon) is found by judging given values."""
+    dfa = _automaton(schema, mode, _BUDGETS[budget])
+    if dfa is None or dfa.start == DEAD:
+        return
+    oracle = ExactValidator(schema)
+    for value in values:
+        for text in (json.dumps(value), json.dumps(value, separators=(",", ":"))):
+            try:
+                taken = dfa.matches(text.encode())
+            except constrain.LimitExceededError:
+                return  # a named limit while deciding: allowed
+            if taken and not _overflows(value) and not _rounds(text.encode()):
+                errors = list(oracle.iter_errors(value))
+                assert not errors, f"{text!r} accepted for {json.dumps(schema)}: {errors[0].message}"
 
 
 @_seeded
