@@ -32,7 +32,7 @@ from typing import Callable, TypeVar, Union
 from .errors import GBNFError, GrammarError
 from .regex.tree import EMPTY, Alt, CharSet, Concat, Difference, Literals, Node, Repeat, RuleRef, alt, seq
 from .core.utf8 import MAX_CODEPOINT, complement_ranges
-from .skeleton import SkeletonWriter, has_rule_ref, nullable
+from .skeleton import SkeletonWriter, has_rule_ref, nullable, terminal_priority
 
 T = TypeVar("T")
 
@@ -417,7 +417,7 @@ def translate(grammar: GBNFGrammar, start: str = "root") -> GBNFTranslation:
     # Lark needs a pattern per terminal; distinct placeholders keep it from merging any two.
     # The priority is the terminal's shortest match: where one terminal's match is a prefix
     # of another's (``f`` and ``f(``), lark's first-match lexer must try the longer first.
-    lines += [f'{terminal}.{_min_length(tree)}: "<{terminal}>"' for tree, terminal in writer.terminals.items()]
+    lines += [f'{terminal}.{terminal_priority(tree)}: "<{terminal}>"' for tree, terminal in writer.terminals.items()]
     return GBNFTranslation(
         lark_text="\n".join(lines) + "\n",
         terminals={terminal: tree for tree, terminal in writer.terminals.items()},
@@ -649,26 +649,6 @@ def _options(node: Node) -> tuple[Node, ...]:
 def _ends_in_leaf(node: Node) -> bool:
     last = node.parts[-1] if isinstance(node, Concat) and node.parts else node
     return not has_rule_ref(last)
-
-
-def _min_length(node: Node) -> int:
-    """Bytes of the shortest text ``node`` matches (for terminal priorities; capped, as lark's are small ints)."""
-    def shortest(n: Node) -> int:
-        if isinstance(n, CharSet):
-            return 1
-        if isinstance(n, Literals):
-            return min(len(o) for o in n.options)
-        if isinstance(n, Concat):
-            return sum(shortest(p) for p in n.parts)
-        if isinstance(n, Alt):
-            return min(shortest(o) for o in n.options)
-        if isinstance(n, Repeat):
-            return n.low * shortest(n.node) if n.low else 0
-        if isinstance(n, Difference):
-            return max(shortest(n.base), 1)
-        return 0
-
-    return min(shortest(node), 99)
 
 
 def _lark_safe(name: str) -> str:

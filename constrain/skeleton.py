@@ -13,7 +13,7 @@ from .regex.tree import (
     nullable, seq,
 )
 
-__all__ = ["SkeletonWriter", "has_rule_ref", "joined", "lark_repeat", "nullable"]
+__all__ = ["SkeletonWriter", "has_rule_ref", "joined", "lark_repeat", "nullable", "terminal_priority"]
 
 
 def has_rule_ref(node: Node) -> bool:
@@ -29,6 +29,43 @@ def has_rule_ref(node: Node) -> bool:
     if known is None:
         known = _has_rule_ref(node)
         object.__setattr__(node, "_has_rule_ref", known)
+    return known
+
+
+def terminal_priority(node: Node) -> int:
+    """A terminal's lark priority: the bytes of the shortest text ``node`` matches, capped at 99.
+
+    Lark's lexer tries a context's terminals in priority order and the first that matches
+    wins. Where one terminal's text is a prefix of another's (GBNF's ``f`` and ``f(``; a
+    schema's ``{`` that opens a recursive object beside a whole object kept as one terminal),
+    the shorter one tried first hides the longer for good: the longer goes first, and where
+    it does not match, the lexer falls back on the shorter match. A lower bound serves (parts
+    whose length is not worked out count nothing), and it is kept on each composite node, as
+    ``has_rule_ref`` is: shared subtrees would make a fresh walk exponential.
+    """
+    return min(_shortest(node), 99)
+
+
+def _shortest(node: Node) -> int:
+    if isinstance(node, CharSet):
+        return 1
+    if isinstance(node, Literals):
+        return min(len(o) for o in node.options)
+    known: int | None = node.__dict__.get("_shortest")
+    if known is None:
+        if isinstance(node, Concat):
+            known = sum(_shortest(p) for p in node.parts)
+        elif isinstance(node, Alt):
+            known = min((_shortest(o) for o in node.options), default=0)
+        elif isinstance(node, Repeat):
+            known = node.low * _shortest(node.node) if node.low else 0
+        elif isinstance(node, Difference):
+            known = max(_shortest(node.base), 1)
+        elif isinstance(node, Intersect):
+            known = max((_shortest(p) for p in node.parts), default=0)
+        else:  # members, counted and nested values: nothing counted (a lower bound)
+            known = 0
+        object.__setattr__(node, "_shortest", known)
     return known
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import EmptyLanguageError
-from ..skeleton import SkeletonWriter, joined, nullable
+from ..skeleton import SkeletonWriter, joined, nullable, terminal_priority
 from ..regex.tree import EMPTY, Alt, Concat, Members, MemberSet, Node, Repeat, RuleRef
 from .to_regex import (
     MAX_TRACKED_REQUIRED,
@@ -92,8 +92,10 @@ def tree_to_grammar(
     lines += [f"{name}: {body}" for name, body in bodies.items() if body is not None]  # dead rules: unused
     lines += writer.extra_rules
     # A placeholder per terminal: lark needs a pattern, and distinct strings keep lark from
-    # merging terminals or renaming one into another.
-    lines += [f'{name}: "<{name}>"' for name in writer.terminals.values()]
+    # merging terminals or renaming one into another. The priority puts the longer of two
+    # terminals that share a prefix first (``terminal_priority``): a whole object kept as one
+    # terminal beside the ``{`` of a recursive one (MaskBench o71453's two oneOf branches).
+    lines += [f'{name}.{terminal_priority(tree)}: "<{name}>"' for tree, name in writer.terminals.items()]
     return "\n".join(lines) + "\n", {name: tree for tree, name in writer.terminals.items()}
 
 
