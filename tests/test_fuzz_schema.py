@@ -10,6 +10,8 @@ inner anchors) and JSON values to judge. Two properties, each against the indepe
   JSON that ``json.loads`` reads and the library validates;
 * **soundness by value**: a value the automaton accepts validates, with the default search
   budget and with one so small that most searches over free-form values run out;
+* **soundness of the grammar backend**: recursive schemas (a node whose ``kids`` are nodes),
+  every value its token guide takes and every finished random walk validates;
 * **completeness**: a value the library calls valid, written as ``json.dumps`` writes it
   (both separator styles), is accepted — for the keyword families the docs promise to be
   exact (``not``, ``oneOf`` and ``if`` subtract supersets and may refuse a few valid
@@ -42,6 +44,7 @@ from constrain.json_schema.to_regex import SchemaOptions, schema_walk
 from constrain.regex.algebra import DEAD
 from constrain.regex.automaton import ByteNFA, LazyDFA
 from constrain.core.limits import Limits
+from constrain.testing import accepts, finished_walks, tokenize_continuation
 
 EXAMPLES = int(os.environ.get("CONSTRAIN_FUZZ_EXAMPLES", "25"))
 SEED = os.environ.get("CONSTRAIN_FUZZ_SEED")
@@ -306,3 +309,56 @@ def test_valid_values_are_accepted(schema: dict[str, Any], values: list[Any]) ->
             continue
         for text in (json.dumps(value), json.dumps(value, separators=(",", ":"))):
             assert dfa.matches(text.encode()), f"valid {text} refused for {json.dumps(schema)}"
+
+
+# ---------------------------------------------------------------------- recursive schemas (the grammar backend)
+
+_NODE = {"$ref": "#/$defs/node"}
+_TREE_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=2),
+                            st.dictionaries(st.sampled_from(["kids", "v", "a"]), inner, max_size=3)),  # fmt: skip
+    max_leaves=6,
+)
+
+
+def _recursive_schemas() -> st.SearchStrategy[dict[str, Any]]:
+    """A node that is a leaf schema or an object whose ``kids`` are nodes again: the walker
+    makes the reference a rule, and the guide is the grammar backend's."""
+    leaf = _schemas(exact=False)
+    return st.builds(
+        lambda keyword, leaf, value, required, closed: {"$defs": {"node": {keyword: [leaf, {
+            "type": "object", "properties": {"kids": {"type": "array", "items": _NODE, "maxItems": 2}, "v": value},
+            "required": required, **({"additionalProperties": False} if closed else {})}]}}, **_NODE},
+        st.sampled_from(["anyOf", "oneOf"]), leaf, leaf, st.sampled_from([[], ["kids"], ["v"], ["kids", "v"]]),
+        st.booleans(),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_recursive_schemas_take_only_valid_values(smollm2: object, mode: str) -> None:
+    """Soundness of the grammar backend by value and by walk: every value its guide takes,
+    spelled as the tokenizer spells it, and every finished random walk validates."""
+    compiler = constrain.Compiler(smollm2, limits=Limits(timeout_s=20))
+
+    @_seeded
+    @FUZZ
+    @given(schema=_recursive_schemas(), values=st.lists(_TREE_VALUES, min_size=1, max_size=6),
+           seed=st.integers(0, 2**16))  # fmt: skip
+    def run(schema: dict[str, Any], values: list[Any], seed: int) -> None:
+        try:
+            guide = compiler.json_schema(schema, strict_properties=mode == "default")
+            oracle = ExactValidator(schema)
+            for value in values:
+                for text in (json.dumps(value), json.dumps(value, separators=(",", ":"))):
+                    if accepts(guide, tokenize_continuation(smollm2, text)) and not _overflows(value):
+                        errors = list(oracle.iter_errors(value))
+                        assert not errors, f"{text!r} accepted for {json.dumps(schema)}: {errors[0].message}"
+            for text in finished_walks(guide, compiler.vocabulary, random.Random(seed), count=3, max_tokens=80):
+                if not _rounds(text):
+                    errors = list(oracle.iter_errors(json.loads(text)))
+                    assert not errors, f"{text!r} written for {json.dumps(schema)}: {errors[0].message}"
+        except constrain.ConstrainError:
+            return  # refused by name, or a limit while guiding: allowed
+
+    run()
