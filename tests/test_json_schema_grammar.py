@@ -371,3 +371,26 @@ def test_a_rule_that_can_never_finish_is_left_out(smollm2: object) -> None:
     for text, valid in (("1", True), ('{"d": "a"}', False), ("{}", False), ('"a"', False)):
         assert jsonschema.Draft202012Validator(DYING_RULE).is_valid(json.loads(text)) is valid
         assert accepts(guide, tokenize_continuation(smollm2, text)) is valid, text
+
+
+#: Two open objects told apart by the name each requires, both around a recursive reference (MaskBench o79474).
+REQUIRED_APART = {"$defs": {"cond": {"oneOf": [
+    {"type": "object", "properties": {"not": {"$ref": "#/$defs/cond"}}, "required": ["not"], "additionalProperties": False},
+    {"type": "boolean"},
+]}}, "type": "array", "items": {"oneOf": [
+    {"type": "object", "properties": {"allow": {"$ref": "#/$defs/cond"}}, "required": ["allow"]},
+    {"type": "object", "properties": {"inject": {"$ref": "#/$defs/cond"}}, "required": ["inject"]},
+]}}  # fmt: skip
+
+
+def test_overlapping_one_of_branches_around_a_reference_keep_apart_by_their_required_names(smollm2: object) -> None:
+    """The grammar backend has no difference, and each branch had to subtract the other: refused.
+    Every branch requires a name the other does not, so objects without the other's name match
+    one branch only; an object holding both is refused, the valid ones among them too (stricter)."""
+    valid = [[{"allow": True}], [{"inject": {"not": False}, "x": 1}, {"allow": {"not": {"not": True}}}], []]
+    invalid = ['[{"allow": true, "inject": true}]', '[{"allow": 1}]', '[{"inject": {"not": 2}}]', '[{"x": 1}]']
+    _judged_as_jsonschema_judges(smollm2, REQUIRED_APART, valid, invalid, seed=5)
+    guide = constrain.Compiler(smollm2).json_schema(REQUIRED_APART, strict_properties=False)
+    both = [{"allow": True, "inject": 5}]  # valid: "inject" is no condition, so only the first branch matches
+    jsonschema.validate(both, REQUIRED_APART)
+    assert not accepts(guide, tokenize_continuation(smollm2, json.dumps(both)))

@@ -41,6 +41,7 @@ from ..regex.algebra import DEAD, ProductDFA
 from ..regex.automaton import ByteNFA, LazyDFA, narrowed, surely_nonempty
 from ..core.limits import Limits
 from ..regex.nested import HOLE
+from ..skeleton import has_rule_ref
 from ..regex.parse import Anchored, parse_ecma_anchored, parse_regex
 from ..regex.tree import (
     EMPTY, NOTHING, Alt, CharSet, Concat, Difference, EndsWith, Intersect, Length, Literals, Members, MemberSet, Multiple, Nested, Node, Repeat, RuleRef, Tick, alt, literal, optional,
@@ -937,6 +938,12 @@ class _Walker:
         options = []
         for i, branch in enumerate(combined):
             where = f"{pointer}/{keyword}/{i}"
+            if self.rule_refs and overlaps[i]:
+                kept = self.kept_apart(branch, [(combined[j], facts[j].required - facts[i].required, f"{pointer}/{keyword}/{j}")
+                                                for j in overlaps[i]], where)  # fmt: skip
+                if kept is not None:
+                    options.append(kept)
+                    continue
             counts = collections.Counter(name for j in overlaps[i] for name in apart[i, j])
             if not counts:
                 options.append(minus(self.node(branch, where), overlaps[i]))
@@ -953,6 +960,27 @@ class _Walker:
             options.append(minus(holding, [j for j in overlaps[i] if name not in apart[i, j]]))
             options.append(minus(lacking, overlaps[i]))
         return alt(*options)
+
+    def kept_apart(self, branch: Any, others: list[tuple[Any, frozenset[str], str]], where: str) -> Node | None:
+        """A ``oneOf`` branch around a recursive reference, without the objects that hold a
+        name each overlapping branch requires (stricter), or None where that is not needed or
+        not possible.
+
+        The grammar backend has no difference (a context-free language's complement is not
+        one), so a branch that must subtract an overlapping one holding a recursive reference
+        was refused. Where every overlapping branch requires a name this one does not, the
+        objects without those names match no other branch: ``allowLogin`` objects without
+        ``injectRoles`` and the reverse (MaskBench o79474). An object holding both, valid where
+        exactly one branch matches it, is refused: over-constrained, never weaker. Only where
+        the exact difference would hold a rule reference: elsewhere the difference stays.
+        """
+        if any(not names for _, names, _ in others):
+            return None
+        if not has_rule_ref(self.node(branch, where)) and not any(
+                has_rule_ref(self.node(other, at)) for other, _, at in others):
+            return None
+        absent = sorted(set().union(*(names for _, names, _ in others)))
+        return self.node({"allOf": [branch, {"properties": {name: False for name in absent}}]}, where)
 
     def over_one_of(self, branches: list[Any], overlaps: list[list[int]], pointer: str) -> list[Node]:
         """A superset of ``oneOf``: each branch's superset minus (subsets of) its overlaps with
