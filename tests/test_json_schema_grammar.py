@@ -394,3 +394,21 @@ def test_overlapping_one_of_branches_around_a_reference_keep_apart_by_their_requ
     both = [{"allow": True, "inject": 5}]  # valid: "inject" is no condition, so only the first branch matches
     jsonschema.validate(both, REQUIRED_APART)
     assert not accepts(guide, tokenize_continuation(smollm2, json.dumps(both)))
+
+
+#: An array of nodes or one node, where a node is a recursive oneOf of objects (MaskBench o81108).
+ARRAY_OR_NODE = {"$defs": {"node": {"oneOf": [
+    {"type": "object", "properties": {"leaf": {"type": "string", "maxLength": 3}}, "required": ["leaf"], "additionalProperties": False},
+    {"type": "object", "properties": {"args": {"oneOf": [{"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2},
+                                                         {"$ref": "#/$defs/node"}]}},
+     "required": ["args"], "additionalProperties": False},
+]}}, "$ref": "#/$defs/node"}  # fmt: skip
+
+
+def test_a_one_of_beside_a_recursive_alternative_is_told_apart_by_what_its_branches_share(smollm2: object) -> None:
+    """``oneOf: [array, {$ref: node}]`` had to subtract the reference (its facts were unknown),
+    which a grammar cannot: refused. Every branch of ``node`` is an object, so the two are
+    disjoint by type and need no difference."""
+    valid = [{"leaf": "a"}, {"args": [{"leaf": "a"}, {"args": {"leaf": "b"}}]}, {"args": {"args": []}}]
+    invalid = ['{"args": 1}', '{"leaf": "a", "args": []}', '{"args": [1]}', '{"args": {"x": 1}}']
+    _judged_as_jsonschema_judges(smollm2, ARRAY_OR_NODE, valid, invalid, seed=9)

@@ -1059,6 +1059,15 @@ class _Walker:
                                       members=members or None))  # fmt: skip
         for sub in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
             found = found.meet(self.facts(sub, pointer, depth + 1, base))
+        # Every instance satisfies some branch: what the branches share holds. Read near the
+        # top only (``_BRANCH_FACTS_DEPTH``): nested alternatives would multiply the reads.
+        for keyword in ("anyOf", "oneOf") if depth < _BRANCH_FACTS_DEPTH else ():
+            branches = schema.get(keyword)
+            if isinstance(branches, list) and branches:
+                shared = self.facts(branches[0], pointer, depth + 1, base)
+                for sub in branches[1:]:
+                    shared = shared.join(self.facts(sub, pointer, depth + 1, base))
+                found = found.meet(shared)
         if isinstance(schema.get("$ref"), str):
             try:
                 target, there = self.locate(self.refs.absolute(schema["$ref"], base), schema["$ref"], pointer)
@@ -2302,6 +2311,18 @@ class _Facts:
                       both(self.value_types, other.value_types), self.required | other.required, tags or None,
                       untags or None, both(self.closed, other.closed), members or None)  # fmt: skip
 
+    def join(self, other: "_Facts") -> "_Facts":
+        """What holds for instances of either schema (an ``anyOf`` or ``oneOf``): its types, values
+        and required names where both know them; tags, members and closed names are not kept."""
+        if self.empty or other.empty:
+            return other if self.empty else self
+
+        def either(a: Any, b: Any) -> Any:
+            return None if a is None or b is None else a | b
+
+        return _Facts(False, either(self.types, other.types), either(self.values, other.values),
+                      either(self.value_types, other.value_types), self.required & other.required)  # fmt: skip
+
     def admits(self, key: str) -> bool:
         """Whether the value whose JSON key is ``key`` may satisfy these facts (False: surely not)."""
         value = json.loads(key)
@@ -2369,6 +2390,9 @@ class _Facts:
 #: How deep ``_Walker.facts`` reads members' own facts: a branch's properties, through its
 #: ``allOf`` and ``$ref``, and no further (their members are not read).
 _MEMBER_FACTS_DEPTH = 4
+#: How deep ``_Walker.facts`` reads the branches of an ``anyOf``/``oneOf`` (a ``$ref`` to a
+#: recursive ``oneOf`` of objects, beside an array: MaskBench o81108).
+_BRANCH_FACTS_DEPTH = 4
 
 
 def _expand_type(name: str) -> frozenset[str]:
