@@ -126,6 +126,29 @@ def test_scatter_and_gather_agree_with_numpy() -> None:
 
 
 @needs_kernel
+def test_unpack_agrees_with_numpy(monkeypatch: pytest.MonkeyPatch, smollm2: object) -> None:
+    rng = np.random.default_rng(5)
+    for vocab_size in (1, 7, 8, 9, 31, 32, 33, 49_152, 128_256):
+        words = rng.integers(-(2**31), 2**31 - 1, size=(vocab_size + 31) // 32, dtype=np.int32)
+        out = np.full(vocab_size, 7, np.uint8)
+        COMPILED.unpack(words, out)
+        expected = np.unpackbits(words.view(np.uint8), count=vocab_size, bitorder="little")
+        assert np.array_equal(out, expected)
+    with pytest.raises(ValueError, match="more items"):
+        COMPILED.unpack(np.zeros(1, np.int32), np.empty(33, np.uint8))
+    # and through a guide, in a narrow state and a wide one (a string's interior): the same bool arrays
+    guide = constrain.Compiler(smollm2).json_schema(SCHEMAS[0])
+    states = [guide.initial_state]
+    for token_id in smollm2.encode('{"name": "Ad', add_special_tokens=False):  # type: ignore[attr-defined]
+        states.append(guide.advance(states[-1], token_id))
+    masks = [guide.allowed_tokens(state) for state in states]
+    monkeypatch.setattr(kernel, "compiled", None)
+    for state, mask in zip(states, masks):
+        assert mask.dtype == np.bool_ and np.array_equal(mask, guide.allowed_tokens(state))
+    assert 1 < masks[0].sum() < 100 < masks[-1].sum()
+
+
+@needs_kernel
 def test_bad_arguments_are_errors_not_reads_out_of_bounds() -> None:
     words = np.zeros(2, np.int32)
     with pytest.raises(ValueError, match="outside the mask"):

@@ -36,6 +36,7 @@ from typing import Any, Generic, Hashable, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import kernel
 from ..errors import TokenRejected
 from ..guide import bitmask_from_token_ids, check_bitmask, check_token
 from ..vocabulary import Vocabulary
@@ -149,10 +150,16 @@ class GuideShell(Generic[S]):
         out[...] = self._mask(state) if cached is None else cached
 
     def allowed_tokens(self, state: S) -> NDArray[np.bool_]:
-        # Unpacked to exactly vocab_size bytes of 0/1 and viewed as bool, not sliced and copied:
-        # 34 -> 14 us on a cached 49k-token mask, where fill_bitmask takes 5.5 us.
-        bits = self._mask(state).view(np.uint8)
-        return np.unpackbits(bits, count=self.vocab_size, bitorder="little").view(np.bool_)
+        # A fresh array each call (callers change it: EOS left out, a pool narrowed), unpacked
+        # from the cached packed mask by the kernel's byte table: 1.7 us on a cached 49k-token
+        # mask where fill_bitmask takes 0.9 and numpy's unpackbits (the fallback) 4.5.
+        packed = self._mask(state)
+        compiled = kernel.compiled
+        if compiled is None:
+            return np.unpackbits(packed.view(np.uint8), count=self.vocab_size, bitorder="little").view(np.bool_)
+        allowed = np.empty(self.vocab_size, dtype=np.bool_)
+        compiled.unpack(packed, allowed.view(np.uint8))
+        return allowed
 
     def allowed_token_ids(self, state: S) -> NDArray[np.int32]:
         """Sorted ids of the allowed tokens (EOS included where the state is final)."""
