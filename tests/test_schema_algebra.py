@@ -633,12 +633,13 @@ def test_a_typeless_one_of_is_split_by_first_byte_before_its_liveness_search(smo
     _assert_exact_on(smollm2, schema, valid, invalid, seed=11)
 
 
-def _assert_exact_on(tokenizer: object, schema: dict[str, object], valid: list[str], invalid: list[str], seed: int) -> None:
+def _assert_exact_on(tokenizer: object, schema: dict[str, object], valid: list[str], invalid: list[str], seed: int,
+                     limits: Limits | None = None) -> None:  # fmt: skip
     """The spec-mode guide of ``schema`` agrees with jsonschema on ``valid`` and ``invalid`` (which
     the oracle must sort the same way), and its random walks that end are valid."""
     compiler = constrain.Compiler(tokenizer)
     validator = jsonschema.Draft202012Validator(schema)
-    guide = compiler.json_schema(schema, strict_properties=False)
+    guide = compiler.json_schema(schema, strict_properties=False, limits=limits)
     for text in valid + invalid:
         assert validator.is_valid(json.loads(text)) == (text in valid), text
         assert accepts(guide, tokenize_continuation(tokenizer, text)) == (text in valid), text
@@ -673,6 +674,30 @@ def test_an_optional_discriminator_is_found_behind_every_optional_member(smollm2
              '{"protocol": "file", "path": "/tmp/x"}', '{"device": "x", "protocol": "d0", "gpio": "a"}']  # fmt: skip
     invalid = ['{"enabled": true}', '{"protocol": "d0", "baudrate": "fast"}', '{"protocol": "usb"}', '[]']
     _assert_exact_on(smollm2, schema, valid, invalid, seed=5)
+
+
+@pytest.mark.parametrize("budget", [64, 256])
+def test_one_of_objects_that_lack_the_others_required_names_need_no_search(smollm2: object, budget: int) -> None:
+    """o19343 (Vega-Lite): ``oneOf`` of a unit spec (requires ``mark``), a layer spec
+    (``layers``) and a facet spec (``facet`` and ``spec``), every other member free-form.
+    Each branch was only its difference from the others, and where that liveness search ran
+    out of budget the branch counted as empty: ``{"layers": []}`` was refused (the whole guide
+    with a small budget). Objects that lack a name each other branch requires match no other
+    branch; they are kept beside the difference, live without a search."""
+    mark = {"type": "object", "required": ["mark"]}
+    schema = {"oneOf": [
+        {"type": "object", "required": ["mark"], "properties": {"mark": {"enum": ["bar", "line"]}}},
+        {"type": "object", "required": ["layers"], "properties": {"layers": {"type": "array", "items": mark}}},
+        {"type": "object", "required": ["facet", "spec"], "properties": {"facet": {"type": "object"}, "spec": mark}},
+    ]}  # fmt: skip
+    valid = ['{"mark": "bar"}', '{"layers": []}', '{"facet": {}, "spec": {"mark": 1}}', '{"layers": [], "facet": {}}',
+             '{"mark": "bar", "x": [[{}]]}', '{"layers": [{"mark": "x"}], "spec": {}}']  # fmt: skip
+    invalid = ['{"layers": [], "mark": "bar"}', '{"mark": "bar", "facet": {}, "spec": {"mark": 2}}', '{}',
+               '{"layers": [{}]}', '{"mark": "pie"}']  # fmt: skip
+    _assert_exact_on(smollm2, schema, valid, invalid, seed=4, limits=Limits(max_search_states=budget))
+    # without "type": "object" every other value matches all three branches: none is valid
+    untyped = {"oneOf": [{key: value for key, value in branch.items() if key != "type"} for branch in schema["oneOf"]]}
+    _assert_exact_on(smollm2, untyped, valid, invalid + ['"x"', "1", "[]"], seed=4, limits=Limits(max_search_states=budget))
 
 
 def test_a_witness_that_closes_many_members_in_any_order_is_found(smollm2: object) -> None:

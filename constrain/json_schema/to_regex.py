@@ -946,6 +946,7 @@ class _Walker:
                     continue
             counts = collections.Counter(name for j in overlaps[i] for name in apart[i, j])
             if not counts:
+                options += self.clear_of(branch, [facts[j].required - facts[i].required for j in overlaps[i]], where)
                 options.append(minus(self.node(branch, where), overlaps[i]))
                 continue
             # A tag that is not required (a discriminator left optional: "protocol": {"enum":
@@ -981,6 +982,31 @@ class _Walker:
             return None
         absent = sorted(set().union(*(names for _, names, _ in others)))
         return self.node({"allOf": [branch, {"properties": {name: False for name in absent}}]}, where)
+
+    def clear_of(self, branch: Any, required: list[frozenset[str]], where: str) -> list[Node]:
+        """The objects of a ``oneOf`` branch that lack, for each overlapping branch, one name it
+        requires: they match no other branch, so they need no difference. Beside the exact
+        difference they change nothing in the language, but they are live without a search.
+
+        Where a difference's liveness search runs out of budget its start counts as dead (the
+        product is kept, see ``ProductDFA``), and a whole branch was refused: Vega-Lite's
+        ``LayerSpec`` beside ``UnitSpec`` and ``FacetSpec``, whose other members are free-form
+        values (MaskBench o19343, where ``{"layers": []}`` was refused). With these, what is
+        refused is at most the objects that hold a name of every other branch. Only objects: a
+        branch's required names say nothing of other values. One option per
+        choice of an absent name from each branch's required ones, up to ``_CLEAR_CHOICES``;
+        none where a branch requires no name this one lacks (``required`` holds an empty set).
+        """
+        if not required or any(not names for names in required):
+            return []
+        choices = {frozenset(choice) for choice in itertools.islice(
+            itertools.product(*(sorted(names) for names in required)), _CLEAR_CHOICES + 1)}  # fmt: skip
+        if len(choices) > _CLEAR_CHOICES or math.prod(len(names) for names in required) > _CLEAR_CHOICES:
+            return []
+        # objects only: ``required`` says nothing of other values ("x" matches two branches
+        # that require names of objects and say nothing else)
+        return [self.node({"allOf": [branch, {"type": "object", "properties": {n: False for n in sorted(absent)}}]}, where)
+                for absent in sorted(choices, key=sorted)]  # fmt: skip
 
     def over_one_of(self, branches: list[Any], overlaps: list[list[int]], pointer: str) -> list[Node]:
         """A superset of ``oneOf``: each branch's superset minus (subsets of) its overlaps with
@@ -2268,6 +2294,10 @@ def _count(value: Any, keyword: str, pointer: str) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not float(value).is_integer():
         raise SchemaError(f"{keyword} at {pointer} must be a non-negative integer, not {value!r}")
     return int(value)
+
+
+#: Most options ``_Walker.clear_of`` adds for one ``oneOf`` branch: each is a copy of the branch.
+_CLEAR_CHOICES = 8
 
 
 @dataclasses.dataclass(frozen=True)
