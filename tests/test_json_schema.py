@@ -876,3 +876,30 @@ def test_a_decimal_constant_is_subtracted_by_its_own_spellings(schema: dict, tex
         assert not matched or valid, f"{text} let through"
         if "e" not in text:  # exponent spellings of the constant stay in its superset: refused
             assert matched or not valid, f"{text} refused"
+
+
+@pytest.mark.slow  # (216 schemas: half a minute)
+def test_array_bounds_beside_prefix_items_agree_with_jsonschema(smollm2: object) -> None:
+    """Every combination of prefixItems, items, minItems, maxItems and contains on short arrays,
+    judged by jsonschema. A prefix's first element came before any bound was read, so
+    ``maxItems: 0`` beside ``prefixItems`` took ``[null]`` (the fuzzer's random walks found it)."""
+    import itertools
+
+    compiler = constrain.Compiler(smollm2)
+    texts = ["[]", "[null]", "[null, null]", "[null, 1]", "[1]", "[null, null, null]"]
+    prefixes: list[list[object]] = [[], [{"type": "null"}], [{"type": "null"}, {}]]
+    for prefix, items, low, high, contains in itertools.product(
+        prefixes, [True, False, {"type": "null"}], [0, 1, 2], [None, 0, 1, 2], [None, {"type": "null"}]
+    ):
+        schema: dict[str, object] = {"type": "array", "items": items, "minItems": low}
+        schema.update({"prefixItems": prefix} if prefix else {})
+        schema.update({"maxItems": high} if high is not None else {})
+        schema.update({"contains": contains} if contains is not None else {})
+        validator = jsonschema.Draft202012Validator(schema)
+        try:
+            guide = compiler.json_schema(schema)
+        except constrain.EmptyLanguageError:
+            assert not any(validator.is_valid(json.loads(text)) for text in texts), schema
+            continue
+        for text in texts:
+            assert accepts(guide, tokenize_continuation(smollm2, text)) == validator.is_valid(json.loads(text)), (text, schema)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 
@@ -394,6 +395,17 @@ def test_overlapping_one_of_branches_around_a_reference_keep_apart_by_their_requ
     both = [{"allow": True, "inject": 5}]  # valid: "inject" is no condition, so only the first branch matches
     jsonschema.validate(both, REQUIRED_APART)
     assert not accepts(guide, tokenize_continuation(smollm2, json.dumps(both)))
+
+
+def test_untyped_branches_kept_apart_are_a_named_refusal_not_a_raw_error(smollm2: object) -> None:
+    """Without ``"type": "object"`` the branches match every non-object value too. The member set's
+    emptiness check built an automaton of a value holding a rule reference and raised a raw
+    ``TypeError``; it now leaves such values to the grammar, which refuses the counted object by name."""
+    untyped = copy.deepcopy(REQUIRED_APART)
+    for branch in untyped["items"]["oneOf"]:
+        del branch["type"]
+    with pytest.raises(constrain.UnsupportedSchemaError, match="oneOf"):
+        constrain.Compiler(smollm2).json_schema(untyped, strict_properties=False)
 
 
 #: An array of nodes or one node, where a node is a recursive oneOf of objects (MaskBench o81108).

@@ -981,7 +981,8 @@ class _Walker:
                 has_rule_ref(self.node(other, at)) for other, _, at in others):
             return None
         absent = sorted(set().union(*(names for _, names, _ in others)))
-        return self.node({"allOf": [branch, {"properties": {name: False for name in absent}}]}, where)
+        # objects only: a required name says nothing of other values, which may match every branch
+        return self.node({"allOf": [branch, {"type": "object", "properties": {name: False for name in absent}}]}, where)
 
     def clear_of(self, branch: Any, required: list[frozenset[str]], where: str) -> list[Node]:
         """The objects of a ``oneOf`` branch that lack, for each overlapping branch, one name it
@@ -1456,6 +1457,8 @@ class _Walker:
     def plain_array(self, item: Node | None, prefix: list[Node], low: int, high: int | None) -> Node:
         """Arrays of ``prefix`` elements, then ``item`` ones (None: no more), ``low`` to ``high`` long."""
         sep = self.sep
+        if high == 0:  # (the first prefix element came before any bound was read: [null] under maxItems 0)
+            return self.wrap("[", EMPTY, "]")
         if not prefix:  # the common case: one separated repeat, the item built once
             return self.wrap("[", Repeat(item, low, high, sep), "]")  # type: ignore[arg-type]
 
@@ -1606,7 +1609,8 @@ class _Walker:
             # (o19343: 1.8 s -> 7.7 s to compile); an empty product or object stays a known gap.
             values = [(kind, value) for kind, value in values if value != NOTHING and not (
                 self.empty_scalar(value) if kind is None and (name in asked or low)
-                else kind is not None and LazyDFA(ByteNFA(value, self.limits, subtracted=self.over)).start == DEAD)]  # fmt: skip
+                else kind is not None and not has_rule_ref(value)  # (no automaton holds a rule: a grammar's value stays)
+                and LazyDFA(ByteNFA(value, self.limits, subtracted=self.over)).start == DEAD)]  # fmt: skip
             if not values and name in required:
                 return NOTHING
             for kind, value in values:
