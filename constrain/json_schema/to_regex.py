@@ -927,6 +927,9 @@ class _Walker:
 
         def minus(option: Node, others: list[int]) -> Node:
             """``option`` minus supersets of the branches ``others``."""
+            if any(branches[j] is True or (isinstance(branches[j], dict) and not set(branches[j]) & _ASSERTIONS)
+                   for j in others):  # fmt: skip
+                return NOTHING  # every value matches that branch too (oneOf [true, true]): no search to say so
             parts = []
             for j in others if option != NOTHING else ():
                 if j not in supersets:
