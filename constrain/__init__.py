@@ -37,6 +37,7 @@ from .errors import (
 from .guide import Guide, allocate_bitmask, bitmask_size, bitmask_to_bool
 from .regex import FINISHED, Limits, RegexGuide
 from .triggered import Trigger, TriggeredGuide, tools_schema
+from .unique_items import UniqueItemsGuide
 from .vocabulary import Vocabulary
 
 __version__ = "0.1.0"
@@ -52,6 +53,7 @@ __all__ = [
     "CFGGuide",
     "Trigger",
     "TriggeredGuide",
+    "UniqueItemsGuide",
     "tools_schema",
     "compile_grammar",
     "compile_sql",

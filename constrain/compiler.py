@@ -32,6 +32,7 @@ from .regex.automaton import DEAD, ByteNFA, LazyDFA
 from .core.diskcache import DiskCache, Storable
 from .core.limits import Limits
 from .regex.guide import RegexGuide
+from .unique_items import UniqueItemsGuide
 from .regex.index import TokenIndex
 from .regex.parse import literal_choice, parse_regex
 from .regex.tree import Node
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Compiler"]
 
-_G = TypeVar("_G", bound="RegexGuide | CFGGuide")
+_G = TypeVar("_G", bound="RegexGuide | CFGGuide | UniqueItemsGuide")
 
 
 class Compiler:
@@ -112,7 +113,7 @@ class Compiler:
 
     def json_schema(
         self, schema: Any, *, limits: Limits | None = None, remotes: Mapping[str, Any] | None = None, **options: Any
-    ) -> "RegexGuide | CFGGuide":
+    ) -> "RegexGuide | CFGGuide | UniqueItemsGuide":
         """A guide for JSON text valid under ``schema`` (dict, JSON text or Pydantic model class).
 
         ``options`` are those of :class:`~constrain.json_schema.SchemaOptions`
@@ -124,7 +125,8 @@ class Compiler:
         ``remotes`` maps absolute URIs to the schema documents that remote ``$ref``s
         point to (nothing is fetched). A recursive schema (a ``$ref`` cycle) compiles to the CFG backend, unless
         ``max_recursion_depth`` asks to unroll it into a regex; ``guide.backend`` says
-        which ("regex" or "cfg").
+        which ("regex" or "cfg"). Where the schema has ``uniqueItems`` arrays of strings, the
+        guide is a :class:`~constrain.UniqueItemsGuide` around that one, which refuses repeats.
         """
         loaded = load_schema(schema)
         settings = SchemaOptions(**options)
@@ -156,17 +158,20 @@ class Compiler:
                         "no option drops it; max_recursion_depth=N unrolls the recursion into a regex instead",
                     ) from None
 
-            guide: RegexGuide | CFGGuide = self._cached_guide(
+            guide: RegexGuide | CFGGuide | UniqueItemsGuide = self._cached_guide(
                 ("json_schema_grammar", text, settings, limits or self.limits), build
             )
             walk = walks[0] if walks else schema_walk(
                 loaded, settings, rules=True, limits=limits or self.limits, remotes=given_remotes
             )
         else:
-            walk = schema_walk(loaded, settings, limits=limits or self.limits, remotes=given_remotes)
+            walk = schema_walk(loaded, settings, limits=limits or self.limits, remotes=given_remotes,
+                               delegate_unique=True)  # fmt: skip
             key = ("json_schema", text, settings)
             label = f"json_schema({json.dumps(loaded)[:50]}...)"
             guide = self._cached(key, lambda: walk.tree, label, limits)
+            if walk.unique:  # the arrays of strings whose items must differ: checked as the text comes
+                guide = UniqueItemsGuide(guide, walk.unique)
         return _for_call(guide, schema=loaded, dropped=walk.dropped, ignored=walk.ignored,
                          model_class=schema if isinstance(schema, type) else None)
 
@@ -227,7 +232,7 @@ class Compiler:
 
     def tools(
         self, tools: Any, *, name_key: str = "name", arguments_key: str = "arguments", **options: Any
-    ) -> "RegexGuide | CFGGuide":
+    ) -> "RegexGuide | CFGGuide | UniqueItemsGuide":
         """A guide for one tool call as JSON, ``{"name": NAME, "arguments": {...}}``, the arguments
         fitting the named tool's parameters (see :func:`~constrain.triggered.tools_schema` for what
         ``tools`` may be). ``options`` are :meth:`json_schema`'s."""

@@ -26,6 +26,7 @@ guide is stricter than the schema and in which documented way.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence, overload
@@ -36,6 +37,7 @@ from .core.shell import GuideShell
 from .errors import ConfigurationError, ConstrainError, TokenRejected
 from .regex.automaton import DEAD
 from .regex.guide import RegexGuide
+from .unique_items import UniqueItemsGuide
 
 if TYPE_CHECKING:
     from .cfg.guide import CFGGuide, GrammarTables, TerminalInfo
@@ -283,7 +285,14 @@ def explain(
     max_states: int = 500,
 ) -> "Explanation | GrammarExplanation":
     """Collect the five stages for ``guide`` (a grammar guide: their CFG analogues,
-    :class:`GrammarExplanation`); ``text`` needs the ``tokenizer`` that spells it."""
+    :class:`GrammarExplanation`); ``text`` needs the ``tokenizer`` that spells it. A
+    :class:`~constrain.UniqueItemsGuide` is explained by its inner guide (the automaton), whose
+    verdict the schema check beside it completes with the repeats."""
+    judged: Any = guide
+    if isinstance(guide, UniqueItemsGuide):
+        inner = copy.copy(guide.inner)  # with the caller's metadata: the schema, what was dropped
+        inner.schema, inner.dropped, inner.ignored = guide.schema, guide.dropped, guide.ignored
+        guide = inner
     if text is not None and token_ids is None:
         if tokenizer is None:
             raise ConfigurationError("explain(text=...) needs the tokenizer that spells the text: pass tokenizer=...")
@@ -314,7 +323,7 @@ def explain(
         final=final,
         dropped=guide.dropped,
         text=data,
-        verdict=None if data is None else judge(guide, data),
+        verdict=None if data is None else judge(judged, data),
     )
 
 
@@ -436,7 +445,16 @@ def judge(guide: Any, text: bytes | str) -> Verdict:
 
 
 def _byte_walker(guide: Any) -> tuple[Callable[[Any, int], Any], Callable[[Any], bool], Any]:
-    """``(step, final, start)`` over single bytes, for either backend (``step`` gives None at a dead end)."""
+    """``(step, final, start)`` over single bytes, for either backend (``step`` gives None at a dead end),
+    and for a :class:`~constrain.UniqueItemsGuide` its inner guide's beside its scan."""
+    if isinstance(guide, UniqueItemsGuide):
+        inner_step, inner_final, inner_start = _byte_walker(guide.inner)
+
+        def paired(state: Any, byte: int) -> Any:
+            after, scan = inner_step(state[0], byte), guide.scan(state[1], bytes((byte,)))
+            return None if after is None or scan is None else (after, scan)
+
+        return paired, lambda state: bool(inner_final(state[0])), (inner_start, guide.initial_state[1])
     if isinstance(guide, RegexGuide):
         dfa = guide.index.dfa
 

@@ -186,6 +186,10 @@ class WalkResult:
     rules: dict[str, Node] = field(default_factory=dict)
     #: (keyword, JSON pointer) of the annotations ignored: keywords the spec does not define, unknown formats.
     ignored: list[tuple[str, str]] = field(default_factory=list)
+    #: The ``uniqueItems`` arrays left to the guide (``delegate_unique=True``): each one's instance
+    #: path (see ``_Walker.path``) and the keyword's JSON pointer. The tree holds them as plain
+    #: arrays: without a guide that checks them (``unique_items.UniqueItemsGuide``) it is weaker.
+    unique: list[tuple[tuple[Any, ...], str]] = field(default_factory=list)
 
     @property
     def regex(self) -> str:
@@ -224,18 +228,24 @@ def to_regex(schema: Any, **options: Any) -> str:
 
 def schema_walk(
     schema: Any, options: SchemaOptions = SchemaOptions(), *, rules: bool = False, limits: Limits | None = None,
-    remotes: dict[str, Any] | None = None,
+    remotes: dict[str, Any] | None = None, delegate_unique: bool = False,
 ) -> WalkResult:
     """The regex tree of a loaded schema, plus the (keyword, pointer) pairs lenient mode dropped.
 
     With ``rules=True`` (the grammar backend), every ``$ref`` on a cycle becomes a
-    :class:`RuleRef` to a rule of its own instead of an error or an unrolling.
+    :class:`RuleRef` to a rule of its own instead of an error or an unrolling. With
+    ``delegate_unique=True`` a ``uniqueItems`` array of strings that the walk reaches through
+    members and items alone is built as a plain array and listed in ``unique``, for a guide
+    that checks it while it generates (no regular language holds it); the caller must wrap
+    the guide, so only the compiler asks for it.
     """
     refs = References(schema, remotes)
     if options.formats == "annotate" and _asserts_formats(schema, refs):
         options = dataclasses.replace(options, formats="assert")
     walker = _Walker(schema, options, recursive_refs(schema, refs) if rules else frozenset(), limits or Limits(),
                      refs=refs)  # fmt: skip
+    walker.delegate_unique = delegate_unique
+    walker._handoff = ()  # the root applies at the root
     try:
         tree = walker.node(schema, "#")
     except RecursionError:  # a deep structure below max_schema_depth: still named, still a limit
@@ -250,7 +260,7 @@ def schema_walk(
     if walker.dropped:
         listed = ", ".join(f"{k} at {p}" for k, p in walker.dropped)
         warnings.warn(f"lenient mode dropped keywords the regex cannot enforce: {listed}", stacklevel=3)
-    return WalkResult(tree, walker.dropped, walker.rules, walker.ignored)
+    return WalkResult(tree, walker.dropped, walker.rules, walker.ignored, walker.unique)
 
 
 _FORMAT_ASSERTION = "https://json-schema.org/draft/2020-12/vocab/format-assertion"
@@ -354,7 +364,9 @@ class _Walker:
         self.limits = limits
         self.refs = refs or References(root)
         self.base = self.refs.root_base  # the base URI in effect where the walk is
-        self._expanded: dict[str, Node] = {}  # $ref target → its tree, built once (a DAG, not 2^n copies)
+        #: $ref target → its tree, built once (a DAG, not 2^n copies), with the ``uniqueItems``
+        #: arrays it left to the guide (paths relative to the target, see ``leave_unique``)
+        self._expanded: dict[str, tuple[Node, list[tuple[tuple[Any, ...], str]]]] = {}
         self._deadline = time.monotonic() + limits.timeout_s
         #: How deep the walk is, shared by this walker's superset and unordered walkers (one recursion).
         self._depth = [0]
@@ -383,8 +395,30 @@ class _Walker:
         self.ignored: list[tuple[str, str]] = []
         self._ignored_seen: set[tuple[str, str]] = set()
         self._ref_stack: list[str] = []
+        #: Where in the instance the schema being walked applies, if it applies there whatever
+        #: the instance holds elsewhere: the steps from the root, ``("prop", name)`` for a
+        #: declared member's value, ``("items", k)`` for the items from index k on, ``("index",
+        #: i)`` for a prefix item, ``("keys", matched, unmatched, declared)`` for an undeclared member
+        #: whose key the ``matched`` key automata match, the ``unmatched`` ones do not (a class of
+        #: ``patternProperties``, or ``additionalProperties``). None below anything conditional (a
+        #: branch of ``anyOf``/``oneOf``, ``not``, ``if``, ``contains``, a rule, another walker): a node
+        #: starts at None unless its caller hands it a path (``node_here``), so a call site that
+        #: forgets to is conservative.
+        self.path: tuple[Any, ...] | None = None
+        self._handoff: tuple[Any, ...] | None = None
+        #: Whether a ``uniqueItems`` array of strings is left to the guide (see ``schema_walk``).
+        self.delegate_unique = False
+        #: The arrays left to the guide: (instance path, pointer), as ``WalkResult.unique``.
+        self.unique: list[tuple[tuple[Any, ...], str]] = []
 
     # ------------------------------------------------------------------ helpers
+
+    def node_here(self, schema: Any, pointer: str, step: tuple[Any, ...] | None = None) -> Node:
+        """:meth:`node` for a schema that applies wherever the one being walked does, one ``step``
+        further into the instance (a member's value, an item) or, without one, at the same place
+        (an ``allOf`` part, a ``$ref`` target)."""
+        self._handoff = None if self.path is None else self.path if step is None else (*self.path, step)
+        return self.node(schema, pointer)
 
     def superset(self) -> "_Walker":
         """A walker for the same document that builds supersets (sharing the notes on ignored keywords).
@@ -477,6 +511,7 @@ class _Walker:
     # ------------------------------------------------------------------ schema nodes
 
     def node(self, schema: Any, pointer: str) -> Node:
+        path, self._handoff = self._handoff, None  # (taken first: no later node inherits it)
         if schema is True:
             return self.any_value()
         if schema is False:
@@ -492,18 +527,20 @@ class _Walker:
                                      f"the schema nests deeper than allowed (at {pointer[:200]}); "
                                      "raise Limits.max_schema_depth")  # fmt: skip
         outer, self.base = self.base, self.refs.base_of(schema, self.base)
+        outer_path, self.path = self.path, path
         self._depth[0] += 1
         try:
             return self.schema_node(self.constraints(schema, pointer), pointer)
         finally:
             self._depth[0] -= 1
             self.base = outer
+            self.path = outer_path
 
     def node_at(self, schema: Any, base: str, pointer: str) -> Node:
-        """:meth:`node` for a reference's target, from the base URI in effect there."""
+        """:meth:`node_here` for a reference's target, from the base URI in effect there."""
         outer, self.base = self.base, base
         try:
-            return self.node(schema, pointer)
+            return self.node_here(schema, pointer)
         finally:
             self.base = outer
 
@@ -517,7 +554,7 @@ class _Walker:
             if presence is not None:  # the branches that stayed apart are conditions on members
                 return self.with_presence(merged, presence, pointer)
             side = self.unordered() if apart else self
-            nodes = [self.node(merged, pointer)] + [side.node(b, f"{pointer}/allOf/{i}") for i, b in apart]
+            nodes = [self.node_here(merged, pointer)] + [side.node(b, f"{pointer}/allOf/{i}") for i, b in apart]
             return NOTHING if NOTHING in nodes else nodes[0] if len(nodes) == 1 else Intersect(tuple(nodes))
         presence = None if self.over else self.presence(schema, pointer)
         if presence is not None:  # which members are there, as the object's own bits, not a product
@@ -706,7 +743,7 @@ class _Walker:
         if not isinstance(ref, str):
             raise SchemaError(f"$ref at {pointer} must be a string")
         if schema:  # 2020-12: $ref applies beside its siblings
-            return self.node({"allOf": [{"$ref": ref}, schema]}, pointer)
+            return self.node_here({"allOf": [{"$ref": ref}, schema]}, pointer)
         ref = self.refs.absolute(ref, self.base)  # one name per target, whatever base it was written from
         if ref in self.rule_refs:
             return self.rule(ref, pointer)
@@ -726,15 +763,28 @@ class _Walker:
                 return _ANY_TEXT if self.over else NOTHING
         memo = self.options.max_recursion_depth is None  # else the tree depends on how deep we are
         if memo and ref in self._expanded:
-            return self._expanded[ref]
+            tree, left = self._expanded[ref]
+            self.leave_unique(left)
+            return tree
         self._ref_stack.append(ref)
+        here, listed = self.path, len(self.unique)
         try:
             tree = self.node_at(*self.locate(ref, ref, pointer), ref)
         finally:
             self._ref_stack.pop()
-        if memo:
-            self._expanded[ref] = tree
+        if memo:  # with the arrays it left to the guide, relative to here: a reuse elsewhere leaves them again
+            left = [(path[len(here):], at) for path, at in self.unique[listed:]] if here is not None else []
+            self._expanded[ref] = (tree, left)
         return tree
+
+    def leave_unique(self, arrays: list[tuple[tuple[Any, ...], str]]) -> None:
+        """A reused tree's ``uniqueItems`` arrays (paths relative to it), left to the guide from here
+        too, or refused where here is not one place in the instance."""
+        for relative, at in arrays:
+            if self.path is None:
+                self.unsupported("uniqueItems", at, _UNIQUE_CONDITIONAL)
+            else:
+                self.unique.append(((*self.path, *relative), at))
 
     def rule(self, ref: str, pointer: str) -> Node:
         """A recursive target as a rule of its own, built once (its body may refer to itself)."""
@@ -1400,9 +1450,10 @@ class _Walker:
             raise UnsupportedSchemaError("pattern", pointer, str(exc)) from None
 
     def type_array(self, schema: dict[str, Any], pointer: str) -> Node:
-        prefix = [self.node(s, f"{pointer}/prefixItems/{i}") for i, s in enumerate(schema.pop("prefixItems", []))]
+        prefix = [self.node_here(s, f"{pointer}/prefixItems/{i}", ("index", i))
+                  for i, s in enumerate(schema.pop("prefixItems", []))]  # fmt: skip
         items = schema.pop("items", True)
-        item = None if items is False else self.node(items, f"{pointer}/items")
+        item = None if items is False else self.node_here(items, f"{pointer}/items", ("items", len(prefix)))
         low = _count(schema.pop("minItems", 0), "minItems", pointer)
         high = _count(schema.pop("maxItems", None), "maxItems", pointer)
         if schema.get("uniqueItems") is False:
@@ -1415,9 +1466,15 @@ class _Walker:
             if not at_most_one:  # (with one item at most there are no two to compare)
                 if not self.over and values is not None and not prefix and contains is None and item is not None:
                     return self.unique_array(items, values, low, high, pointer)
-                self.unsupported("uniqueItems", f"{pointer}/uniqueItems", "not expressible by the regex backend "
-                                 f"unless the items are one of at most {_UNIQUE_VALUES} values (enum, const, boolean, "
-                                 "null), with no prefixItems or contains beside")  # fmt: skip
+                if self.path is not None and self.leaves_unique(items, item, prefix, contains, pointer):
+                    self.unique.append((self.path, f"{pointer}/uniqueItems"))
+                else:
+                    self.unsupported("uniqueItems", f"{pointer}/uniqueItems", "not expressible by the regex backend "
+                                     f"unless the items are one of at most {_UNIQUE_VALUES} values (enum, const, "
+                                     "boolean, null), with no prefixItems or contains beside; the guide checks it as "
+                                     "it generates where the items are strings with endless completions (no "
+                                     "maxLength) and the array lies at one place in the instance (through "
+                                     "properties, patternProperties, additionalProperties, items and allOf)")  # fmt: skip
         if contains is not None and contains[1]:
             return contains[0]
         # An empty element the array must hold empties the array (liveness, blind to counts, would not see it)
@@ -1431,6 +1488,22 @@ class _Walker:
             return NOTHING
         array = self.plain_array(item, prefix, low, high)
         return array if contains is None else Intersect((array, contains[0]))
+
+    def leaves_unique(self, items: Any, item: Node | None, prefix: list[Node], contains: Any, pointer: str) -> bool:
+        """Whether a ``uniqueItems`` array can be left to the guide (``unique_items``): asked for, at
+        one place in the instance, with no prefix or ``contains`` beside, of strings only, and
+        strings with endless completions, so that refusing a token that would repeat an item never
+        leaves the item without a way to end (``"a"`` under ``maxLength: 1`` could only repeat)."""
+        if not (self.delegate_unique and self.path is not None and not self.over and item is not None
+                and not prefix and contains is None and item != NOTHING):
+            return False
+        kinds = self.facts(items, f"{pointer}/items").admitted()
+        if kinds is None or not kinds <= {"string"}:
+            return False
+        try:
+            return _endless(LazyDFA(ByteNFA(item, self.limits)), self._deadline)
+        except LimitExceededError:
+            return False
 
     def empty_scalar(self, node: Node) -> bool:
         """Whether ``node`` is a string or number value (``_counted_scalar``) that matches nothing.
@@ -1604,7 +1677,9 @@ class _Walker:
             else:
                 inside, outside = _class_split(value_class)
                 kinds = [(IN, {"allOf": [value_schema(name), inside]}), (OUT, {"allOf": [value_schema(name), outside]})]
-            values = [(kind, self.node(sub, where)) for kind, sub in kinds]
+            # a member's value applies at the member, one step on (a classed half depends on a condition)
+            values = [(kind, self.node_here(sub, where, ("prop", name)) if kind is None else self.node(sub, where))
+                      for kind, sub in kinds]  # fmt: skip
             # A classed value may be empty (P ⊆ X: no OUT item), and so may a required scalar the tree
             # cannot vouch for (a pattern under maxLength, beside a format): an empty required value empties the
             # object, which the member set's liveness, blind to its counts, would not see. Only
@@ -1725,24 +1800,28 @@ class _Walker:
                              "(one key language per set of them)")  # fmt: skip
             keys, sets = keys[:0], []
         declared_keys = Literals(tuple(json.dumps(n, ensure_ascii=False)[1:-1].encode() for n in declared))
-        classes: list[tuple[Node, Any, str]] = []
+        # each class's step into the instance: a key its patterns match, the others' do not, no declared name
+        classes: list[tuple[Node, Any, str, tuple[Any, ...]]] = []
+        automata = [k[0][1] for k in keys]
         for chosen, others in sets:
             inside = Intersect(tuple(keys[i][0][0] for i in chosen)) if len(chosen) > 1 else keys[chosen[0]][0][0]
             minus = tuple(keys[i][0][0] for i in others) + ((declared_keys,) if declared else ())
             where = f"{pointer}/patternProperties/{_escape_pointer(keys[chosen[0]][2])}"
+            step = ("keys", tuple(automata[i] for i in chosen), tuple(automata[i] for i in others), frozenset(declared))
             classes.append((Difference(inside, minus) if minus else inside,
-                            _conjoin_all([keys[i][1] for i in chosen]), where))  # fmt: skip
+                            _conjoin_all([keys[i][1] for i in chosen]), where, step))  # fmt: skip
         if additional not in (None, False):
             rest = _other_key(tuple(declared))
             if keys:
                 rest = Difference(rest, tuple(k[0][0] for k in keys))
-            classes.append((rest, additional, f"{pointer}/additionalProperties"))
+            step = ("keys", (), tuple(automata), frozenset(declared))
+            classes.append((rest, additional, f"{pointer}/additionalProperties", step))
         options = []
-        for content, sub, where in classes:
+        for content, sub, where, step in classes:
             key = seq(literal('"'), content, literal('"'))
             if names is not None:
                 key = Intersect((key, names))
-            value = self.node(sub, where)
+            value = self.node_here(sub, where, step)
             if value != NOTHING:
                 options.append((key, value, sub is True or sub == {}))
         return options
@@ -2432,6 +2511,31 @@ _MEMBER_FACTS_DEPTH = 4
 _BRANCH_FACTS_DEPTH = 4
 
 
+def _endless(dfa: LazyDFA, deadline: float) -> bool:
+    """Whether every state of ``dfa`` that reads on has endless completions: reaches a cycle.
+
+    States are live, so a state on a cycle has endless completions. The states that cannot
+    reach one are found by peeling: a state whose successors are all peeled is peeled. Only a
+    state that reads no further (past a string's closing quote) may be peeled.
+    """
+    if dfa.start == DEAD:
+        return False
+    count = dfa.explore(deadline)
+    successors = [set(int(t) for t in dfa.table[s] if t != DEAD) for s in range(count)]
+    predecessors: list[list[int]] = [[] for _ in range(count)]
+    for s, targets in enumerate(successors):
+        for t in targets:
+            predecessors[t].append(s)
+    waiting = [len(targets) for targets in successors]
+    peeled = [s for s in range(count) if not waiting[s]]
+    for s in peeled:  # (the list grows as it is read)
+        for p in predecessors[s]:
+            waiting[p] -= 1
+            if not waiting[p]:
+                peeled.append(p)
+    return all(not successors[s] for s in peeled)
+
+
 def _expand_type(name: str) -> frozenset[str]:
     return frozenset({"number", "integer"}) if name == "number" else frozenset({name})
 
@@ -2447,6 +2551,9 @@ def _json_type(value: Any) -> str:
 
 #: The most distinct values ``uniqueItems`` tracks, one seen bit each (see ``unique_array``).
 _UNIQUE_VALUES = 32
+_UNIQUE_CONDITIONAL = ("the same subschema also applies at a place in the instance that depends on the rest of it "
+                       "(a branch of anyOf or oneOf, not, if, contains): the guide checks uniqueItems only at places "
+                       "reached through properties, patternProperties, additionalProperties, items and allOf")
 
 
 #: The most key languages ``patternProperties`` builds: one per set of patterns keys match together.

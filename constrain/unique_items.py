@@ -1,0 +1,417 @@
+"""``uniqueItems`` over strings, checked while the text is generated: a guide around a guide.
+
+No regular (or context-free) language holds "these strings are all different": the
+automaton would have to remember every item. So the schema walk builds such an array as a
+plain array of strings and lists where it lies (``WalkResult.unique``: an instance path
+reached through ``properties``, ``patternProperties``, ``additionalProperties``, ``items`` and
+``allOf`` alone, so that every array there is
+one the keyword applies to), and :class:`UniqueItemsGuide` wraps the guide of that tree.
+Its state is the inner guide's state and a *scan* of the text so far: where in the JSON
+value the text is, and for an array the keyword applies to, the items read so far (each as
+its value's UTF-8 bytes, escapes decoded, so ``"a"`` and ``"\\u0061"`` are one item).
+
+A token is refused where it would end an item equal to an earlier one. The walk only
+leaves an array to this guide where the item strings have endless completions (no
+``maxLength``, no finite pattern), so an item that is not yet ended can always end as a
+new value: refusing the tokens that close it as a repeat never leaves the text stuck, and
+every state the guide hands out can still reach the end.
+
+The scan trusts the inner guide for the syntax (it only ever reads text that guide let
+through), so it is a small pushdown over bytes: containers, the key of each object, the
+index of each array, and inside strings the escapes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .core.shell import GuideShell
+from .errors import InvalidStateError
+from .vocabulary import Vocabulary
+
+__all__ = ["UniqueItemsGuide"]
+
+Path = tuple[Any, ...]
+
+# phases of the scan
+_VALUE, _AFTER, _KEY, _COLON, _STRING, _KEY_STRING, _LITERAL, _END = range(8)
+_QUOTE, _BACKSLASH = ord('"'), ord("\\")
+_SPACE = frozenset(b" \t\r\n")
+_SIMPLE = {ord('"'): b'"', ord("\\"): b"\\", ord("/"): b"/", ord("b"): b"\b", ord("f"): b"\f",
+           ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t"}  # fmt: skip
+
+
+def _code_bytes(code: int) -> bytes:
+    """A code point's UTF-8 bytes; a lone surrogate as Python's ``json`` keeps it (``surrogatepass``)."""
+    return chr(code).encode("utf-8", "surrogatepass")
+
+
+def _high(escape: bytes) -> bool:
+    """Whether a complete ``\\uXXXX`` escape is a high surrogate (its pair may follow)."""
+    return 0xD800 <= int(escape[2:6], 16) <= 0xDBFF
+
+
+def string_byte(value: bytes, pending: bytes, byte: int) -> tuple[bytes, bytes, bool]:
+    """One byte of a JSON string's interior: the decoded value so far, the escape bytes not yet
+    decoded, and whether ``byte`` was the closing quote.
+
+    ``pending`` is an escape being read (``\\``, ``\\u00``), a high surrogate's complete escape
+    waiting for its low half, or both. A pair decodes to one character, as ``json.loads`` does;
+    a lone surrogate stays one (``_code_bytes``).
+    """
+    if not pending:
+        if byte == _BACKSLASH:
+            return value, b"\\", False
+        if byte == _QUOTE:
+            return value, b"", True
+        return value + bytes([byte]), b"", False
+    held = pending[:6] if len(pending) >= 6 and _high(pending[:6]) else b""
+    escape = pending[len(held):] + bytes([byte])
+    if not escape.startswith(b"\\"):  # a high surrogate not followed by an escape: it stays lone
+        return string_byte(value + _code_bytes(int(held[2:6], 16)), b"", byte)
+    if len(escape) == 2 and escape[1] != ord("u"):
+        lone = _code_bytes(int(held[2:6], 16)) if held else b""
+        return value + lone + _SIMPLE.get(escape[1], escape), b"", False
+    if len(escape) < 6:
+        return value, held + escape, False
+    code = int(escape[2:6], 16)
+    if held:
+        high = int(held[2:6], 16)
+        if 0xDC00 <= code <= 0xDFFF:
+            return value + _code_bytes(0x10000 + ((high - 0xD800) << 10) + (code - 0xDC00)), b"", False
+        value += _code_bytes(high)
+    if 0xD800 <= code <= 0xDBFF:
+        return value, escape, False
+    return value + _code_bytes(code), b"", False
+
+
+class _Scan:
+    """The scan's state, unpacked for a run of bytes (``UniqueItemsGuide`` keeps it as a tuple).
+
+    ``frames``: the open containers, ``("o", key)`` (the current member's key, None before
+    one) or ``("a", index)``; ``tracked``: for an array ``uniqueItems`` applies to, (its depth,
+    the items read, the item being read or None between items, its pending escape bytes).
+    """
+
+    __slots__ = ("frames", "phase", "key", "escaped", "tracked", "paths")
+
+    def __init__(self, snapshot: tuple[Any, ...], paths: tuple[Path, ...]) -> None:
+        frames, self.phase, self.key, self.escaped, self.tracked = snapshot
+        self.frames = list(frames)
+        self.paths = paths
+
+    def snapshot(self) -> tuple[Any, ...]:
+        return (tuple(self.frames), self.phase, self.key, self.escaped, self.tracked)
+
+    def feed(self, data: bytes) -> bool:
+        """Read ``data``; False where it ends an item equal to an earlier one of its array."""
+        for byte in data:
+            if not self.byte(byte):
+                return False
+        return True
+
+    def byte(self, byte: int) -> bool:
+        phase = self.phase
+        if phase == _STRING:
+            if self.tracked is not None and self.tracked[2] is not None:
+                return self.item_byte(byte)
+            if self.escaped:
+                self.escaped = False
+            elif byte == _BACKSLASH:
+                self.escaped = True
+            elif byte == _QUOTE:
+                self.ended_value()
+            return True
+        if phase == _KEY_STRING:
+            if self.escaped:
+                self.escaped = False
+            elif byte == _BACKSLASH:
+                self.escaped = True
+            elif byte == _QUOTE:
+                self.frames[-1] = ("o", _decoded_key(self.key))
+                self.key, self.phase = b"", _COLON
+                return True
+            self.key += bytes([byte])
+            return True
+        if phase == _LITERAL:
+            if byte in b"0123456789+-.eEtrufalsn":
+                return True
+            self.ended_value()
+            return self.byte(byte)
+        if byte in _SPACE:
+            return True
+        if phase == _VALUE:
+            if byte == ord("]") and self.frames and self.frames[-1][0] == "a":
+                return self.closed()
+            self.value_start(byte)
+        elif phase == _KEY:
+            if byte == _QUOTE:
+                self.phase, self.key, self.escaped = _KEY_STRING, b"", False
+            elif byte == ord("}"):
+                return self.closed()
+        elif phase == _COLON:
+            self.phase = _VALUE
+        elif phase == _AFTER:
+            if byte == ord(","):
+                kind, slot = self.frames[-1]
+                self.frames[-1] = ("o", None) if kind == "o" else ("a", slot + 1)
+                self.phase = _KEY if kind == "o" else _VALUE
+            else:
+                return self.closed()
+        return True
+
+    def value_start(self, byte: int) -> None:
+        if byte == _QUOTE:
+            self.phase, self.escaped = _STRING, False
+            if self.tracked is not None and self.tracked[0] == len(self.frames):
+                depth, seen, _, _ = self.tracked
+                self.tracked = (depth, seen, b"", b"")
+        elif byte == ord("{"):
+            self.frames.append(("o", None))
+            self.phase = _KEY
+        elif byte == ord("["):
+            path = tuple(slot for _, slot in self.frames)
+            self.frames.append(("a", 0))
+            self.phase = _VALUE
+            if self.tracked is None and any(_matches(p, path) for p in self.paths):
+                self.tracked = (len(self.frames), frozenset(), None, b"")
+        else:
+            self.phase = _LITERAL
+
+    def item_byte(self, byte: int) -> bool:
+        depth, seen, value, pending = self.tracked
+        value, pending, closed = string_byte(value, pending, byte)
+        if not closed:
+            self.tracked = (depth, seen, value, pending)
+            return True
+        if value in seen:
+            return False
+        self.tracked = (depth, seen | {value}, None, b"")
+        self.ended_value()
+        return True
+
+    def ended_value(self) -> None:
+        self.phase = _AFTER if self.frames else _END
+
+    def closed(self) -> bool:
+        if self.tracked is not None and self.tracked[0] == len(self.frames):
+            self.tracked = None
+        self.frames.pop()
+        self.ended_value()
+        return True
+
+
+def _decoded_key(raw: bytes) -> str | None:
+    """A key's name (its escapes decoded), or None where it spells no UTF-8 text."""
+    value, pending = b"", b""
+    for byte in raw:
+        value, pending, _ = string_byte(value, pending, byte)
+    if pending:  # a high surrogate's escape at the end: lone
+        value += _code_bytes(int(pending[2:6], 16))
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _matches(pattern: Path, path: Path) -> bool:
+    """Whether an instance path (keys and indices) is one a listed array lies at."""
+    if len(pattern) != len(path):
+        return False
+    for step, slot in zip(pattern, path):
+        kind = step[0]
+        if kind == "prop":
+            if slot != step[1]:
+                return False
+        elif kind == "keys":  # an undeclared key of a class: as the walk's key automata read its canonical spelling
+            if not isinstance(slot, str) or slot in step[3]:
+                return False
+            spelled = json.dumps(slot, ensure_ascii=False)[1:-1].encode("utf-8", "surrogatepass")
+            if not all(a.matches(spelled) for a in step[1]) or any(a.matches(spelled) for a in step[2]):
+                return False
+        elif not isinstance(slot, int) or (slot < step[1] if kind == "items" else slot != step[1]):
+            return False
+    return True
+
+
+_START = ((), _VALUE, b"", False, None)
+
+
+class _Closers:
+    """The vocabulary's tokens that hold a quote, read once per vocabulary.
+
+    ``closing[v]``: the tokens with one quote that, read inside a string with nothing pending,
+    end it as ``v`` more bytes of its value (the quote closes it, escapes before it decoded);
+    ``several``: the tokens with two quotes or more, checked one by one (``", "`` ends an item
+    and starts the next; a rare one holds a whole item).
+    """
+
+    def __init__(self, vocabulary: Vocabulary) -> None:
+        self.closing: dict[bytes, list[int]] = {}
+        several: list[int] = []
+        quoted: list[int] = []
+        for token_id, piece in enumerate(vocabulary.token_bytes):
+            if not piece or _QUOTE not in piece:
+                continue
+            quoted.append(token_id)
+            if piece.count(_QUOTE) > 1:
+                several.append(token_id)
+                continue
+            value, pending = b"", b""
+            for byte in piece:
+                value, pending, closed = string_byte(value, pending, byte)
+                if closed:
+                    self.closing.setdefault(value, []).append(token_id)
+                    break
+        self.several = np.array(several, dtype=np.int64)
+        self.quoted = np.array(quoted, dtype=np.int64)
+
+
+_CLOSERS: "weakref.WeakKeyDictionary[Vocabulary, _Closers]" = weakref.WeakKeyDictionary()
+_CLOSERS_LOCK = threading.Lock()
+
+
+def _closers(vocabulary: Vocabulary) -> _Closers:
+    with _CLOSERS_LOCK:
+        found = _CLOSERS.get(vocabulary)
+        if found is None:
+            found = _CLOSERS[vocabulary] = _Closers(vocabulary)
+        return found
+
+
+def _allowed(packed: NDArray[np.int32], ids: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The ids among ``ids`` whose bit is set in ``packed``."""
+    if not ids.size:
+        return ids
+    words = packed.view(np.uint32)[ids >> 5]
+    chosen: NDArray[np.int64] = ids[(words >> (ids & 31).astype(np.uint32)) & 1 == 1]
+    return chosen
+
+
+class UniqueItemsGuide(GuideShell[tuple[Any, Any]]):
+    """``inner``'s language, without the texts whose listed arrays repeat an item.
+
+    ``arrays``: ``(instance path, JSON pointer)`` of each ``uniqueItems`` array that the
+    walk built as a plain array (``WalkResult.unique``). States are ``(inner state, scan)``.
+    """
+
+    def __init__(self, inner: GuideShell[Any], arrays: list[tuple[Path, str]]) -> None:
+        super().__init__(inner.vocabulary, (inner.finished, None), mask_cache_size=inner._masks.size)
+        self.inner = inner
+        self.arrays = tuple(arrays)
+        self._paths = tuple(dict.fromkeys(path for path, _ in arrays))
+        self._closers = _closers(inner.vocabulary)
+
+    @property
+    def backend(self) -> str:  # type: ignore[override]
+        """The inner guide's backend: it does the work, this guide only refuses repeats."""
+        return self.inner.backend
+
+    def __repr__(self) -> str:
+        return f"UniqueItemsGuide({self.inner!r}, arrays={[at for _, at in self.arrays]})"
+
+    def __getattr__(self, name: str) -> Any:
+        # what a backend offers beyond the protocol (``regex``, ``source``, ``precompute``) is the inner's
+        if name.startswith("_") or name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property
+    def initial_state(self) -> tuple[Any, Any]:
+        return (self.inner.initial_state, _START)
+
+    def forced_bytes(self, state: tuple[Any, Any], limit: int = 256) -> bytes:
+        state = self._check_state(state)
+        if state == self._finished:
+            return b""
+        forced = self.inner.forced_bytes(state[0], limit)
+        if state[1][4] is not None and _QUOTE in forced:  # (an item's end is this guide's to check)
+            forced = forced[: forced.index(_QUOTE)]
+        return forced
+
+    # ------------------------------------------------------------------ the engine
+
+    def _check_state(self, state: object) -> tuple[Any, Any]:
+        if state == self._finished:
+            return self._finished
+        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], tuple) and len(state[1]) == 5:
+            inner = self.inner._check_state(state[0])
+            if inner != self.inner.finished:
+                return (inner, state[1])
+        raise InvalidStateError(
+            f"{state!r} is not a state of this guide: states are the pairs its initial_state and advance hand out"
+        )
+
+    def _can_end(self, state: tuple[Any, Any]) -> bool:
+        return self.inner._can_end(state[0])
+
+    def _mask(self, state: tuple[Any, Any]) -> NDArray[np.int32]:
+        state = self._check_state(state)
+        if state == self._finished:
+            return self._eos_bits
+        packed = self.inner._mask(state[0])
+        tracked = state[1][4]
+        if tracked is None:
+            return packed  # outside the listed arrays: the inner guide's own (cached) mask
+        cached = self._masks.get(state)
+        if cached is not None:
+            return cached
+        refused = self._repeats(state, packed, tracked)
+        if refused:
+            packed = packed.copy()
+            ids = np.array(sorted(refused), dtype=np.int64)
+            np.bitwise_and.at(packed.view(np.uint32), ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+        return self._masks.put(state, packed)
+
+    def _repeats(self, state: tuple[Any, Any], packed: NDArray[np.int32], tracked: tuple[Any, ...]) -> set[int]:
+        """The allowed tokens that would end an item as a repeat of an earlier one."""
+        _, seen, value, pending = tracked
+        closers = self._closers
+        refused: set[int] = set()
+        check = closers.several
+        if value is not None and not pending:  # inside an item: one lookup per earlier item it may become
+            for earlier in seen:
+                if earlier.startswith(value):
+                    refused.update(closers.closing.get(earlier[len(value):], ()))
+        elif value is not None:  # an escape pending: every token that ends the item is read
+            check = closers.quoted
+        for token_id in _allowed(packed, check).tolist():
+            if self._scan(state[1], token_id) is None:
+                refused.add(token_id)
+        return refused
+
+    def scan(self, snapshot: tuple[Any, ...], data: bytes) -> tuple[Any, ...] | None:
+        """The scan (a state's second half) after ``data``, or None where ``data`` ends a repeat
+        (``explain`` walks the text byte by byte with it)."""
+        scan = _Scan(snapshot, self._paths)
+        return scan.snapshot() if scan.feed(data) else None
+
+    def _scan(self, snapshot: tuple[Any, ...], token_id: int) -> tuple[Any, ...] | None:
+        text = self._text_of(token_id)
+        return None if text is None else self.scan(snapshot, text)
+
+    def _text_mask(self, state: tuple[Any, Any]) -> NDArray[np.int32]:
+        return self._mask(state) & ~self._eos_bits
+
+    def _step(self, state: tuple[Any, Any], token_id: int) -> tuple[Any, Any] | None:
+        inner = self.inner._step(state[0], token_id)
+        if inner is None:
+            return None
+        scan = self._scan(state[1], token_id)
+        return None if scan is None else (inner, scan)
+
+    def _rejection(self, state: tuple[Any, Any], text: bytes) -> str:
+        return self.inner._rejection(state[0], text)
+
+    def _why_rejected(self, state: tuple[Any, Any], token_id: int) -> str:
+        if 0 <= token_id < self.vocab_size and self.inner._step(state[0], token_id) is not None:
+            listed = ", ".join(at for _, at in self.arrays)
+            return (f"its bytes {self._text_of(token_id)!r} would repeat an item of an array whose items must be "
+                    f"unique ({listed})")
+        return super()._why_rejected(state, token_id)

@@ -1,0 +1,177 @@
+"""``uniqueItems`` over strings, checked as the text comes (``constrain.unique_items``).
+
+Soundness against the ``jsonschema`` library over random walks on the three tokenizer
+families, completeness on arrays tokenized as each tokenizer really tokenizes them (with
+items spelled in other escapes), the exact tokens refused at an item's end, and where the
+walk keeps refusing the keyword.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+
+import jsonschema
+import pytest
+
+import constrain
+from constrain.json_schema import to_regex
+from constrain.testing import accepts, finished_walks, token_text
+from constrain.unique_items import UniqueItemsGuide, string_byte
+from constrain.vocabulary import tokenize_continuation
+
+_TAGS = {"type": "array", "items": {"type": "string", "pattern": "^[ab]+$"}, "uniqueItems": True, "minItems": 3}
+
+#: (schema, strict_properties): each puts a uniqueItems array somewhere else in the instance.
+SCHEMAS = [
+    (_TAGS, True),
+    # escapes: a quote, a backslash, a slash and é (raw or \u00e9) inside the items
+    ({"type": "array", "items": {"type": "string", "pattern": '^[a\\\\"/\u00e9]*$'}, "uniqueItems": True}, True),
+    # nested: an array of arrays, each one's items unique (and the outer array's own items free)
+    ({"type": "object", "required": ["t", "u"], "properties": {
+        "t": {"type": "array", "items": {"type": "string", "pattern": "^[ab]*$"}, "uniqueItems": True},
+        "u": {"type": "array", "items": {"type": "array", "uniqueItems": True,
+                                         "items": {"type": "string", "pattern": "^(x|y)*$"}}}}}, True),
+    # one definition at two places, and under patternProperties and additionalProperties
+    ({"$defs": {"tags": {"type": "array", "items": {"type": "string", "pattern": "^[ab]*$"}, "uniqueItems": True}},
+      "type": "object", "maxProperties": 3, "propertyNames": {"pattern": "^[pqr]$"},
+      "properties": {"p": {"$ref": "#/$defs/tags"}},
+      "patternProperties": {"^q$": {"allOf": [{"$ref": "#/$defs/tags"}]}},
+      "additionalProperties": {"type": "object", "properties": {"in": {"$ref": "#/$defs/tags"}},
+                               "additionalProperties": False}}, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("schema", "strict"), SCHEMAS)
+def test_random_walks_never_repeat_an_item(compiler: constrain.Compiler, schema: object, strict: bool) -> None:
+    guide = compiler.json_schema(schema, strict_properties=strict)
+    assert isinstance(guide, UniqueItemsGuide)
+    validator = jsonschema.Draft202012Validator(schema)
+    texts = finished_walks(guide, compiler.vocabulary, random.Random(3), count=150, max_tokens=150,
+                           eos_probability=0.5)  # fmt: skip
+    assert len(texts) >= 100
+    for text in texts:
+        assert validator.is_valid(json.loads(text)), text
+    # walks that could have repeated an item: three or more in one array
+    assert sum(text.count(b",") >= 2 for text in texts) >= 20
+
+
+@pytest.mark.parametrize("schema", [_TAGS, {"type": "array", "items": {"type": "string"}, "uniqueItems": True}])
+def test_arrays_are_accepted_exactly_when_their_items_differ(
+    compiler: constrain.Compiler, tokenizer: object, schema: dict[str, object]
+) -> None:
+    """Completeness and soundness on given texts: every spelling of distinct items is taken; a
+    repeat is refused however it is spelled (``"/"`` and ``"\\/"``, ``"é"`` and ``"\\u00e9"``,
+    ``"😀"`` and its surrogate pair)."""
+    guide = compiler.json_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    pool = (["a", "b", "ab", "ba", "aab", "bba"] if "minItems" in schema
+            else ["a", "\\", '"', "/", "\u00e9", "a/", "", "\U0001f600", "x\ny"])  # fmt: skip
+    rng = random.Random(5)
+    for _ in range(80):
+        items = rng.sample(pool, rng.randint(3, 5))
+        if rng.random() < 0.5:
+            items.insert(rng.randrange(len(items) + 1), rng.choice(items))  # a repeat
+        text = "[" + ", ".join(json.dumps(item, ensure_ascii=rng.random() < 0.5) for item in items) + "]"
+        if rng.random() < 0.3:
+            text = text.replace("/", "\\/")
+        ids = tokenize_continuation(tokenizer, text)
+        assert token_text(compiler.vocabulary, ids) == text.encode()
+        assert accepts(guide, ids) == validator.is_valid(json.loads(text)), text
+
+
+def test_the_tokens_that_would_end_an_item_as_a_repeat_are_refused(
+    compiler: constrain.Compiler, tokenizer: object
+) -> None:
+    schema = {"type": "array", "items": {"type": "string", "pattern": "^[a.]+$"}, "uniqueItems": True}
+    guide = compiler.json_schema(schema)
+    pieces = compiler.vocabulary.token_bytes
+    state = guide.initial_state
+    for token_id in tokenize_continuation(tokenizer, '["a.", "a'):
+        state = guide.advance(state, token_id)
+    allowed = guide.allowed_tokens(state)
+    closers = [i for i, p in enumerate(pieces) if p in (b'."', b'.",', b'."]', b'.", ')]  # "a." again
+    assert closers and not allowed[closers].any()
+    assert allowed[pieces.index(b".")] and allowed[pieces.index(b'"')]  # "a.." later, or "a" now
+    with pytest.raises(constrain.TokenRejected, match="repeat an item"):
+        guide.advance(state, closers[0])
+    packed = constrain.allocate_bitmask(guide.vocab_size)
+    guide.fill_bitmask(state, packed)
+    assert (constrain.bitmask_to_bool(packed, guide.vocab_size) == allowed).all()
+
+
+def test_the_guide_pickles_and_keeps_the_inner_guides_members(
+    compiler: constrain.Compiler, tokenizer: object
+) -> None:
+    guide = compiler.json_schema(SCHEMAS[3][0], strict_properties=False)
+    assert guide.backend == "regex" and "uniqueItems" in repr(guide) and guide.source == guide.inner.source
+    copy = pickle.loads(pickle.dumps(guide))
+    for text, valid in [('{"q": ["a", "b"], "r": {"in": ["b", "a"]}}', True),
+                        ('{"q": ["a", "b"], "r": {"in": ["b", "b"]}}', False),  # under additionalProperties
+                        ('{"q": ["a", "a"]}', False), ('{"p": ["b", "b"]}', False), ('{"p": [], "q": []}', True)]:
+        ids = tokenize_continuation(tokenizer, text)
+        assert accepts(copy, ids) == accepts(guide, ids) == valid, text
+
+
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        ({"anyOf": [{"type": "array", "items": {"type": "string"}, "uniqueItems": True}, {"type": "null"}]},
+         "at most 32 values"),  # a branch: the array there depends on which branch the value takes
+        ({"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True}, "endless"),
+        ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "strings"),
+        ({"type": "array", "items": {"type": "string"}, "uniqueItems": True,
+          "contains": {"const": "x"}}, "contains"),  # fmt: skip
+        ({"$defs": {"t": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
+          "properties": {"a": {"$ref": "#/$defs/t"}}, "oneOf": [{"$ref": "#/$defs/t"}, {"type": "object"}]},
+         "uniqueItems"),  # one definition at one place and in a branch  # fmt: skip
+    ],
+)
+def test_uniqueItems_elsewhere_stays_a_named_refusal(compiler: constrain.Compiler, schema: object, why: str) -> None:
+    with pytest.raises(constrain.UnsupportedSchemaError, match=why) as info:
+        compiler.json_schema(schema)
+    assert info.value.keyword == "uniqueItems"
+
+
+def test_the_regex_text_of_such_a_schema_is_still_refused() -> None:
+    """``to_regex`` hands out text without a guide around it: the array would be a plain one."""
+    with pytest.raises(constrain.UnsupportedSchemaError, match="uniqueItems"):
+        to_regex(_TAGS)
+
+
+def test_string_bytes_decode_as_json_does() -> None:
+    for text in ['a\\u0041\\n', '\\ud83d\\ude00x', '\\ud83d', '\\ud83d\\u0041', '\\ud83d\\n', '\\/\\"\\\\', 'é\\u00e9']:
+        value, pending = b"", b""
+        for byte in (text + '"').encode():
+            value, pending, closed = string_byte(value, pending, byte)
+        assert closed and not pending
+        assert value == json.loads(f'"{text}"').encode("utf-8", "surrogatepass"), text
+
+
+def test_generation_with_the_real_model_writes_distinct_tags(
+    model_and_tokenizer: tuple[object, object], model_compiler: constrain.Compiler
+) -> None:
+    from constrain.sampling import generate
+
+    model, tokenizer = model_and_tokenizer
+    schema = {"type": "object", "required": ["tags"], "properties": {"tags": {
+        "type": "array", "minItems": 4, "maxItems": 6, "uniqueItems": True,
+        "items": {"type": "string", "pattern": "^[a-z]+$"}}}}  # fmt: skip
+    guide = model_compiler.json_schema(schema)
+    result = generate(model, tokenizer, "Tag this article about cats: ", guide, model_compiler.vocabulary,
+                      max_new_tokens=60)  # fmt: skip
+    assert result.complete, result.text
+    jsonschema.validate(json.loads(result.text), schema)
+
+
+def test_explain_shows_the_automaton_and_judges_the_repeat(compiler: constrain.Compiler, tokenizer: object) -> None:
+    from constrain.explain import explain
+
+    guide = compiler.json_schema({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
+    repeated = explain(guide, text='["a", "b", "a"]', tokenizer=tokenizer)
+    assert repeated.dfa_states > 0 and repeated.verdict is not None
+    assert not repeated.verdict.complete and repeated.verdict.accepted == b'["a", "b", "a'
+    assert [v[0] for v in repeated.verdict.violations] == ["uniqueItems"]
+    distinct = explain(guide, text='["a", "b"]', tokenizer=tokenizer)
+    assert distinct.verdict is not None and distinct.verdict.complete
