@@ -144,7 +144,8 @@ class Compiler:
             def build() -> "CFGGuide":
                 automata = _TerminalAutomata(self.vocabulary, limits or self.limits)
                 grammar = schema_to_grammar(
-                    loaded, remotes=remotes, limits=limits or self.limits, alive=automata.alive, **options
+                    loaded, remotes=remotes, limits=limits or self.limits, alive=automata.alive,
+                    delegate_unique=True, **options,
                 )
                 walks.append(grammar.walk)
                 try:
@@ -162,7 +163,7 @@ class Compiler:
                 ("json_schema_grammar", text, settings, limits or self.limits), build
             )
             walk = walks[0] if walks else schema_walk(
-                loaded, settings, rules=True, limits=limits or self.limits, remotes=given_remotes
+                loaded, settings, rules=True, limits=limits or self.limits, remotes=given_remotes, delegate_unique=True
             )
         else:
             walk = schema_walk(loaded, settings, limits=limits or self.limits, remotes=given_remotes,
@@ -170,8 +171,8 @@ class Compiler:
             key = ("json_schema", text, settings)
             label = f"json_schema({json.dumps(loaded)[:50]}...)"
             guide = self._cached(key, lambda: walk.tree, label, limits)
-            if walk.unique:  # the arrays of strings whose items must differ: checked as the text comes
-                guide = UniqueItemsGuide(guide, walk.unique)
+        if walk.unique:  # the arrays of strings whose items must differ: checked as the text comes
+            guide = UniqueItemsGuide(guide, walk.unique)
         return _for_call(guide, schema=loaded, dropped=walk.dropped, ignored=walk.ignored,
                          model_class=schema if isinstance(schema, type) else None)
 

@@ -175,3 +175,24 @@ def test_explain_shows_the_automaton_and_judges_the_repeat(compiler: constrain.C
     assert [v[0] for v in repeated.verdict.violations] == ["uniqueItems"]
     distinct = explain(guide, text='["a", "b"]', tokenizer=tokenizer)
     assert distinct.verdict is not None and distinct.verdict.complete
+
+
+def test_a_recursive_schema_keeps_its_unique_arrays_outside_the_recursion(
+    compiler: constrain.Compiler, tokenizer: object
+) -> None:
+    """The grammar backend's guide is wrapped as the regex one is; an array inside the recursive
+    definition lies at every depth of it, at no one place the scan could name, and stays refused."""
+    tags = {"type": "array", "items": {"type": "string", "pattern": "^[ab]+$"}, "uniqueItems": True, "minItems": 2}
+    node = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}
+    schema = {"$defs": {"node": node}, "type": "object", "required": ["root", "tags"],
+              "properties": {"root": {"$ref": "#/$defs/node"}, "tags": tags}}  # fmt: skip
+    guide = compiler.json_schema(schema)
+    assert isinstance(guide, UniqueItemsGuide) and guide.backend == "cfg"
+    validator = jsonschema.Draft202012Validator(schema)
+    texts = finished_walks(guide, compiler.vocabulary, random.Random(1), count=150, max_tokens=120, eos_probability=0.5)
+    assert len(texts) >= 100 and all(validator.is_valid(json.loads(text)) for text in texts)
+    for text in ['{"root": {"kids": [{}]}, "tags": ["a", "b"]}', '{"root": {}, "tags": ["ab", "b", "ab"]}']:
+        assert accepts(guide, tokenize_continuation(tokenizer, text)) == validator.is_valid(json.loads(text)), text
+    inside = {"$defs": {"node": {**node, "properties": {**node["properties"], "tags": tags}}}, "$ref": "#/$defs/node"}
+    with pytest.raises(constrain.UnsupportedSchemaError, match="uniqueItems"):
+        compiler.json_schema(inside)

@@ -53,13 +53,15 @@ class SchemaGrammar:
 
 def schema_to_grammar(
     schema: Any, *, remotes: Any = None, limits: Any = None, alive: Callable[[Node], bool] | None = None,
-    **options: Any,
+    delegate_unique: bool = False, **options: Any,
 ) -> SchemaGrammar:
     """The grammar (start rule ``start``) of ``schema``, with the walk (``dropped``, ``ignored``).
 
     ``alive`` is :func:`tree_to_grammar`'s: whether a terminal's tree matches any text.
+    ``delegate_unique`` is :func:`schema_walk`'s: the caller wraps the guide (``walk.unique``).
     """
-    walk = schema_walk(load_schema(schema), SchemaOptions(**options), rules=True, remotes=remotes, limits=limits)
+    walk = schema_walk(load_schema(schema), SchemaOptions(**options), rules=True, remotes=remotes, limits=limits,
+                       delegate_unique=delegate_unique)  # fmt: skip
     text, terminals = tree_to_grammar(walk.tree, walk.rules, alive)
     return SchemaGrammar(text, terminals, walk)
 

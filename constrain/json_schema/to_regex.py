@@ -791,7 +791,11 @@ class _Walker:
         name = _rule_name(ref)
         if name not in self.rules:
             self.rules[name] = NOTHING  # placeholder while the body (which refers to it) is built
-            self.rules[name] = self.node_at(*self.locate(ref, ref, pointer), ref)
+            outer, self.path = self.path, None  # a rule applies at every depth of its recursion: at no one place
+            try:
+                self.rules[name] = self.node_at(*self.locate(ref, ref, pointer), ref)
+            finally:
+                self.path = outer
         return RuleRef(name)
 
     def deref(self, schema: Any, pointer: str) -> Any:
