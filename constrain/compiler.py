@@ -172,7 +172,7 @@ class Compiler:
             label = f"json_schema({json.dumps(loaded)[:50]}...)"
             guide = self._cached(key, lambda: walk.tree, label, limits)
         if walk.unique:  # the arrays of strings whose items must differ: checked as the text comes
-            guide = UniqueItemsGuide(guide, walk.unique)
+            guide = UniqueItemsGuide(guide, walk.unique, limits or self.limits)
         return _for_call(guide, schema=loaded, dropped=walk.dropped, ignored=walk.ignored,
                          model_class=schema if isinstance(schema, type) else None)
 

@@ -10,11 +10,13 @@ Its state is the inner guide's state and a *scan* of the text so far: where in t
 value the text is, and for an array the keyword applies to, the items read so far (each as
 its value's UTF-8 bytes, escapes decoded, so ``"a"`` and ``"\\u0061"`` are one item).
 
-A token is refused where it would end an item equal to an earlier one. The walk only
-leaves an array to this guide where the item strings have endless completions (no
-``maxLength``, no finite pattern), so an item that is not yet ended can always end as a
-new value: refusing the tokens that close it as a repeat never leaves the text stuck, and
-every state the guide hands out can still reach the end.
+A token is refused where it would end an item equal to an earlier one, and where it would
+leave an item that can only end as a repeat. Where the item strings have endless completions
+(no ``maxLength``, no finite pattern) the second never happens, and the first is all there is
+to check. Elsewhere (``maxLength: 40``) the guide reads the item's own automaton beside the
+scan: a token that leaves the item a prefix of an earlier one keeps it only where a search
+finds an ending that is no repeat (``_fresh``). Either way every state the guide hands out
+can still reach the end.
 
 The scan trusts the inner guide for the syntax (it only ever reads text that guide let
 through), so it is a small pushdown over bytes: containers, the key of each object, the
@@ -31,8 +33,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .core.limits import Limits
+from .core.sharing import Shared
 from .core.shell import GuideShell
 from .errors import InvalidStateError
+from .regex.automaton import DEAD, ByteNFA, LazyDFA
+from .regex.tree import Intersect, Node
 from .vocabulary import Vocabulary
 
 __all__ = ["UniqueItemsGuide"]
@@ -96,15 +102,16 @@ class _Scan:
 
     ``frames``: the open containers, ``("o", key)`` (the current member's key, None before
     one) or ``("a", index)``; ``tracked``: for an array ``uniqueItems`` applies to, (its depth,
-    the items read, the item being read or None between items, its pending escape bytes).
+    the items read, the item being read or None between items, its pending escape bytes, the
+    listed paths it lies at, and the state of the item's automaton where the guide reads one).
     """
 
-    __slots__ = ("frames", "phase", "key", "escaped", "tracked", "paths")
+    __slots__ = ("frames", "phase", "key", "escaped", "tracked", "guide")
 
-    def __init__(self, snapshot: tuple[Any, ...], paths: tuple[Path, ...]) -> None:
+    def __init__(self, snapshot: tuple[Any, ...], guide: "UniqueItemsGuide") -> None:
         frames, self.phase, self.key, self.escaped, self.tracked = snapshot
         self.frames = list(frames)
-        self.paths = paths
+        self.guide = guide
 
     def snapshot(self) -> tuple[Any, ...]:
         return (tuple(self.frames), self.phase, self.key, self.escaped, self.tracked)
@@ -170,8 +177,10 @@ class _Scan:
         if byte == _QUOTE:
             self.phase, self.escaped = _STRING, False
             if self.tracked is not None and self.tracked[0] == len(self.frames):
-                depth, seen, _, _ = self.tracked
-                self.tracked = (depth, seen, b"", b"")
+                depth, seen, _, _, kind, _ = self.tracked
+                automaton = self.guide.item_automaton(kind)
+                start = None if automaton is None else automaton.successor(automaton.start, byte)
+                self.tracked = (depth, seen, b"", b"", kind, start)
         elif byte == ord("{"):
             self.frames.append(("o", None))
             self.phase = _KEY
@@ -179,20 +188,23 @@ class _Scan:
             path = tuple(slot for _, slot in self.frames)
             self.frames.append(("a", 0))
             self.phase = _VALUE
-            if self.tracked is None and any(_matches(p, path) for p in self.paths):
-                self.tracked = (len(self.frames), frozenset(), None, b"")
+            kind = frozenset(k for k, p in enumerate(self.guide.paths) if _matches(p, path))
+            if self.tracked is None and kind:
+                self.tracked = (len(self.frames), frozenset(), None, b"", kind, None)
         else:
             self.phase = _LITERAL
 
     def item_byte(self, byte: int) -> bool:
-        depth, seen, value, pending = self.tracked
+        depth, seen, value, pending, kind, at = self.tracked
         value, pending, closed = string_byte(value, pending, byte)
+        if at is not None and at != DEAD:
+            at = self.guide.item_automaton(kind).successor(at, byte)  # type: ignore[union-attr]
         if not closed:
-            self.tracked = (depth, seen, value, pending)
+            self.tracked = (depth, seen, value, pending, kind, at)
             return True
         if value in seen:
             return False
-        self.tracked = (depth, seen | {value}, None, b"")
+        self.tracked = (depth, seen | {value}, None, b"", kind, None)
         self.ended_value()
         return True
 
@@ -271,6 +283,22 @@ class _Closers:
                     break
         self.several = np.array(several, dtype=np.int64)
         self.quoted = np.array(quoted, dtype=np.int64)
+        #: The tokens with neither quote nor backslash by their bytes (their value's bytes as they
+        #: are), those with a backslash and no quote, and the longest token's length: where an
+        #: item may still become an earlier one (``UniqueItemsGuide._prefix_tokens``).
+        self.spelled: dict[bytes, list[int]] = {}
+        escaped: list[int] = []
+        for token_id, piece in enumerate(vocabulary.token_bytes):
+            if piece and _QUOTE not in piece:
+                if _BACKSLASH in piece:
+                    escaped.append(token_id)
+                else:
+                    self.spelled.setdefault(piece, []).append(token_id)
+        self.escaped = np.array(escaped, dtype=np.int64)
+        #: The tokens that may end an item, or start the next after a comma: a quote or a comma in them.
+        self.ending = np.array(sorted(set(quoted) | {t for t, p in enumerate(vocabulary.token_bytes)
+                                                     if p and ord(",") in p}), dtype=np.int64)  # fmt: skip
+        self.longest = max((len(p) for p in vocabulary.token_bytes if p), default=0)
 
 
 _CLOSERS: "weakref.WeakKeyDictionary[Vocabulary, _Closers]" = weakref.WeakKeyDictionary()
@@ -294,19 +322,45 @@ def _allowed(packed: NDArray[np.int32], ids: NDArray[np.int64]) -> NDArray[np.in
     return chosen
 
 
-class UniqueItemsGuide(GuideShell[tuple[Any, Any]]):
+class UniqueItemsGuide(Shared, GuideShell[tuple[Any, Any]]):
     """``inner``'s language, without the texts whose listed arrays repeat an item.
 
-    ``arrays``: ``(instance path, JSON pointer)`` of each ``uniqueItems`` array that the
-    walk built as a plain array (``WalkResult.unique``). States are ``(inner state, scan)``.
+    ``arrays``: ``(instance path, JSON pointer, item tree, endless)`` of each ``uniqueItems``
+    array that the walk built as a plain array (``WalkResult.unique``). States are ``(inner
+    state, scan)``.
     """
 
-    def __init__(self, inner: GuideShell[Any], arrays: list[tuple[Path, str]]) -> None:
+    def __init__(
+        self, inner: GuideShell[Any], arrays: list[tuple[Path, str, Node, bool]], limits: Limits | None = None
+    ) -> None:
         super().__init__(inner.vocabulary, (inner.finished, None), mask_cache_size=inner._masks.size)
         self.inner = inner
         self.arrays = tuple(arrays)
-        self._paths = tuple(dict.fromkeys(path for path, _ in arrays))
+        self.limits = limits or Limits()
+        #: The listed places, each once, and the items' trees at each (two arrays may share one).
+        self.paths = tuple(dict.fromkeys(path for path, _, _, _ in arrays))
+        self._items = [[(item, endless) for path, _, item, endless in arrays if path == p] for p in self.paths]
+        #: The item automaton by the set of places an array lies at: None where every item prefix
+        #: has endless completions (one tree, endless), built on first use.
+        self._automata: dict[frozenset[int], LazyDFA | None] = {}
+        self._lock = threading.Lock()
         self._closers = _closers(inner.vocabulary)
+
+    def item_automaton(self, kind: frozenset[int]) -> LazyDFA | None:
+        """The automaton of the items an array at the places ``kind`` holds, or None where the
+        guide need not read one (see the module docstring)."""
+        found = self._automata.get(kind, DEAD)
+        if found != DEAD:
+            return found  # type: ignore[return-value]
+        with self._lock:
+            trees = list(dict.fromkeys(item for k in sorted(kind) for item in self._items[k]))
+            if len(trees) == 1 and trees[0][1]:
+                automaton = None
+            else:
+                nodes = tuple(dict.fromkeys(tree for tree, _ in trees))
+                automaton = LazyDFA(ByteNFA(nodes[0] if len(nodes) == 1 else Intersect(nodes), self.limits,
+                                            self.vocabulary.byte_alphabet))  # fmt: skip
+            return self._automata.setdefault(kind, automaton)
 
     @property
     def backend(self) -> str:  # type: ignore[override]
@@ -314,7 +368,7 @@ class UniqueItemsGuide(GuideShell[tuple[Any, Any]]):
         return self.inner.backend
 
     def __repr__(self) -> str:
-        return f"UniqueItemsGuide({self.inner!r}, arrays={[at for _, at in self.arrays]})"
+        return f"UniqueItemsGuide({self.inner!r}, arrays={[at for _, at, _, _ in self.arrays]})"
 
     def __getattr__(self, name: str) -> Any:
         # what a backend offers beyond the protocol (``regex``, ``source``, ``precompute``) is the inner's
@@ -370,10 +424,16 @@ class UniqueItemsGuide(GuideShell[tuple[Any, Any]]):
         return self._masks.put(state, packed)
 
     def _repeats(self, state: tuple[Any, Any], packed: NDArray[np.int32], tracked: tuple[Any, ...]) -> set[int]:
-        """The allowed tokens that would end an item as a repeat of an earlier one."""
-        _, seen, value, pending = tracked
+        """The allowed tokens that would end an item as a repeat of an earlier one, or leave it
+        one that can only end as a repeat."""
+        _, seen, value, pending, kind, at = tracked
         closers = self._closers
         refused: set[int] = set()
+        if self.item_automaton(kind) is not None:  # items may run out of endings: read what may end one
+            candidates = set(_allowed(packed, closers.ending).tolist())
+            if value is not None and any(earlier.startswith(value) for earlier in seen):
+                candidates.update(self._prefix_tokens(packed, tracked))
+            return {t for t in candidates if self._scan(state[1], t) is None}
         check = closers.several
         if value is not None and not pending:  # inside an item: one lookup per earlier item it may become
             for earlier in seen:
@@ -386,11 +446,76 @@ class UniqueItemsGuide(GuideShell[tuple[Any, Any]]):
                 refused.add(token_id)
         return refused
 
+    def _prefix_tokens(self, packed: NDArray[np.int32], tracked: tuple[Any, ...]) -> list[int]:
+        """The allowed tokens after which the item may still become an earlier one: those that spell
+        the next bytes of an earlier item's value as they are, and every one that holds an escape
+        (or every one at all where an escape is pending)."""
+        _, seen, value, pending, _, _ = tracked
+        closers = self._closers
+        if pending:
+            every: list[int] = _allowed(packed, np.arange(self.vocab_size, dtype=np.int64)).tolist()
+            return every
+        found: set[int] = set(_allowed(packed, closers.escaped).tolist())
+        for earlier in seen:
+            if earlier.startswith(value):
+                rest = earlier[len(value):]
+                for k in range(1, min(len(rest), closers.longest) + 1):
+                    found.update(closers.spelled.get(rest[:k], ()))
+        words = packed.view(np.uint32)
+        return [t for t in found if int(words[t >> 5]) >> (t & 31) & 1]
+
+    def _fresh(self, tracked: tuple[Any, ...], phase: int) -> bool:
+        """Whether the array can go on without a repeat: the open item can still end as a value
+        no earlier item has, and after a comma the next item can. Only where the item's
+        automaton is read (finitely many completions may remain, ``item_automaton``)."""
+        _, seen, value, pending, kind, at = tracked
+        automaton = self.item_automaton(kind)
+        if automaton is None or not seen:
+            return True
+        if value is None:  # between items: after a comma, an item must come
+            if phase != _VALUE:
+                return True
+            return self._ending(automaton, automaton.successor(automaton.start, _QUOTE), b"", b"", seen)
+        if at is None or not any(earlier.startswith(value) for earlier in seen):
+            return True  # (no earlier item can be hit: any ending will do, and a live state has one)
+        return self._ending(automaton, at, value, pending, seen)
+
+    @staticmethod
+    def _ending(automaton: LazyDFA, at: int, value: bytes, pending: bytes, seen: frozenset[bytes]) -> bool:
+        """A depth-first search for an ending of the item from its automaton's state ``at`` whose
+        value is not in ``seen``: the closing quote first, then a few bytes of each run of the
+        state's row, the backslash left out (two texts without escapes that differ are different
+        values), so at most ``len(seen)`` endings are repeats and the search stops soon after. It
+        has a budget: past it the token is refused (stricter, never stuck)."""
+        if at == DEAD:  # (the item's automaton and the inner guide disagree: refuse, never stuck)
+            return False
+        stack = [(at, value, pending)]
+        width = len(seen) + 1
+        budget = 64 * (len(seen) + 2)
+        while stack and budget:
+            budget -= 1
+            state, value, pending = stack.pop()
+            following = []
+            for low, high, after in automaton.runs(state):
+                for byte in range(low, min(high, low + width) + 1):
+                    if byte == _BACKSLASH:
+                        continue
+                    grown, held, closed = string_byte(value, pending, byte)
+                    if closed:
+                        if grown not in seen:
+                            return True
+                    else:
+                        following.append((after, grown, held))
+            stack.extend(reversed(following))
+        return False
+
     def scan(self, snapshot: tuple[Any, ...], data: bytes) -> tuple[Any, ...] | None:
-        """The scan (a state's second half) after ``data``, or None where ``data`` ends a repeat
-        (``explain`` walks the text byte by byte with it)."""
-        scan = _Scan(snapshot, self._paths)
-        return scan.snapshot() if scan.feed(data) else None
+        """The scan (a state's second half) after ``data``, or None where ``data`` ends a repeat or
+        leaves an item that can only end as one (``explain`` walks the text byte by byte with it)."""
+        scan = _Scan(snapshot, self)
+        if not scan.feed(data) or (scan.tracked is not None and not self._fresh(scan.tracked, scan.phase)):
+            return None
+        return scan.snapshot()
 
     def _scan(self, snapshot: tuple[Any, ...], token_id: int) -> tuple[Any, ...] | None:
         text = self._text_of(token_id)
@@ -411,7 +536,7 @@ class UniqueItemsGuide(GuideShell[tuple[Any, Any]]):
 
     def _why_rejected(self, state: tuple[Any, Any], token_id: int) -> str:
         if 0 <= token_id < self.vocab_size and self.inner._step(state[0], token_id) is not None:
-            listed = ", ".join(at for _, at in self.arrays)
+            listed = ", ".join(at for _, at, _, _ in self.arrays)
             return (f"its bytes {self._text_of(token_id)!r} would repeat an item of an array whose items must be "
                     f"unique ({listed})")
         return super()._why_rejected(state, token_id)

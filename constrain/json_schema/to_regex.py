@@ -187,9 +187,11 @@ class WalkResult:
     #: (keyword, JSON pointer) of the annotations ignored: keywords the spec does not define, unknown formats.
     ignored: list[tuple[str, str]] = field(default_factory=list)
     #: The ``uniqueItems`` arrays left to the guide (``delegate_unique=True``): each one's instance
-    #: path (see ``_Walker.path``) and the keyword's JSON pointer. The tree holds them as plain
-    #: arrays: without a guide that checks them (``unique_items.UniqueItemsGuide``) it is weaker.
-    unique: list[tuple[tuple[Any, ...], str]] = field(default_factory=list)
+    #: path (see ``_Walker.path``), the keyword's JSON pointer, and the item's tree where an item
+    #: may run out of completions (``maxLength``; None where every prefix has endless ones). The
+    #: tree holds them as plain arrays: without a guide that checks them
+    #: (``unique_items.UniqueItemsGuide``) it is weaker.
+    unique: list[tuple[tuple[Any, ...], str, Node, bool]] = field(default_factory=list)
 
     @property
     def regex(self) -> str:
@@ -366,7 +368,7 @@ class _Walker:
         self.base = self.refs.root_base  # the base URI in effect where the walk is
         #: $ref target → its tree, built once (a DAG, not 2^n copies), with the ``uniqueItems``
         #: arrays it left to the guide (paths relative to the target, see ``leave_unique``)
-        self._expanded: dict[str, tuple[Node, list[tuple[tuple[Any, ...], str]]]] = {}
+        self._expanded: dict[str, tuple[Node, list[tuple[tuple[Any, ...], str, Node, bool]]]] = {}
         self._deadline = time.monotonic() + limits.timeout_s
         #: How deep the walk is, shared by this walker's superset and unordered walkers (one recursion).
         self._depth = [0]
@@ -409,7 +411,7 @@ class _Walker:
         #: Whether a ``uniqueItems`` array of strings is left to the guide (see ``schema_walk``).
         self.delegate_unique = False
         #: The arrays left to the guide: (instance path, pointer), as ``WalkResult.unique``.
-        self.unique: list[tuple[tuple[Any, ...], str]] = []
+        self.unique: list[tuple[tuple[Any, ...], str, Node, bool]] = []
 
     # ------------------------------------------------------------------ helpers
 
@@ -773,18 +775,19 @@ class _Walker:
         finally:
             self._ref_stack.pop()
         if memo:  # with the arrays it left to the guide, relative to here: a reuse elsewhere leaves them again
-            left = [(path[len(here):], at) for path, at in self.unique[listed:]] if here is not None else []
+            left = ([(path[len(here):], at, item, endless) for path, at, item, endless in self.unique[listed:]]
+                    if here is not None else [])  # fmt: skip
             self._expanded[ref] = (tree, left)
         return tree
 
-    def leave_unique(self, arrays: list[tuple[tuple[Any, ...], str]]) -> None:
+    def leave_unique(self, arrays: list[tuple[tuple[Any, ...], str, Node, bool]]) -> None:
         """A reused tree's ``uniqueItems`` arrays (paths relative to it), left to the guide from here
         too, or refused where here is not one place in the instance."""
-        for relative, at in arrays:
+        for relative, at, item, endless in arrays:
             if self.path is None:
                 self.unsupported("uniqueItems", at, _UNIQUE_CONDITIONAL)
             else:
-                self.unique.append(((*self.path, *relative), at))
+                self.unique.append(((*self.path, *relative), at, item, endless))
 
     def rule(self, ref: str, pointer: str) -> Node:
         """A recursive target as a rule of its own, built once (its body may refer to itself)."""
@@ -1470,15 +1473,16 @@ class _Walker:
             if not at_most_one:  # (with one item at most there are no two to compare)
                 if not self.over and values is not None and not prefix and contains is None and item is not None:
                     return self.unique_array(items, values, low, high, pointer)
-                if self.path is not None and self.leaves_unique(items, item, prefix, contains, pointer):
-                    self.unique.append((self.path, f"{pointer}/uniqueItems"))
+                checked = self.leaves_unique(items, item, prefix, contains, low, pointer)
+                if self.path is not None and checked is not None:
+                    self.unique.append((self.path, f"{pointer}/uniqueItems", *checked))
                 else:
                     self.unsupported("uniqueItems", f"{pointer}/uniqueItems", "not expressible by the regex backend "
                                      f"unless the items are one of at most {_UNIQUE_VALUES} values (enum, const, "
                                      "boolean, null), with no prefixItems or contains beside; the guide checks it as "
-                                     "it generates where the items are strings with endless completions (no "
-                                     "maxLength) and the array lies at one place in the instance (through "
-                                     "properties, patternProperties, additionalProperties, items and allOf)")  # fmt: skip
+                                     "it generates where the items are strings and the array lies at one place in "
+                                     "the instance (through properties, patternProperties, additionalProperties, "
+                                     "items and allOf)")  # fmt: skip
         if contains is not None and contains[1]:
             return contains[0]
         # An empty element the array must hold empties the array (liveness, blind to counts, would not see it)
@@ -1493,21 +1497,30 @@ class _Walker:
         array = self.plain_array(item, prefix, low, high)
         return array if contains is None else Intersect((array, contains[0]))
 
-    def leaves_unique(self, items: Any, item: Node | None, prefix: list[Node], contains: Any, pointer: str) -> bool:
+    def leaves_unique(
+        self, items: Any, item: Node | None, prefix: list[Node], contains: Any, low: int, pointer: str
+    ) -> tuple[Node, bool] | None:
         """Whether a ``uniqueItems`` array can be left to the guide (``unique_items``): asked for, at
-        one place in the instance, with no prefix or ``contains`` beside, of strings only, and
-        strings with endless completions, so that refusing a token that would repeat an item never
-        leaves the item without a way to end (``"a"`` under ``maxLength: 1`` could only repeat)."""
+        one place in the instance, with no prefix or ``contains`` beside, of strings only. None
+        where not; else the item's tree, and whether every prefix of an item has endless
+        completions. Where one may have finitely many (``maxLength``: ``"a"`` under ``maxLength:
+        1`` can only end as ``"a"``) the guide reads the tree's automaton to keep a way to end, and
+        the items must have at least ``low`` (``minItems``) values, counted here by their spellings
+        without escapes (fewer would leave an array that needs another item and has none; such
+        an array stays refused); elsewhere refusing the tokens that close a repeat is all it takes."""
         if not (self.delegate_unique and self.path is not None and not self.over and item is not None
                 and not prefix and contains is None and item != NOTHING):
-            return False
+            return None
         kinds = self.facts(items, f"{pointer}/items").admitted()
         if kinds is None or not kinds <= {"string"}:
-            return False
+            return None
         try:
-            return _endless(LazyDFA(ByteNFA(item, self.limits)), self._deadline)
+            automaton = LazyDFA(ByteNFA(item, self.limits))
+            if _endless(automaton, self._deadline):
+                return item, True
+            return (item, False) if _plain_spellings(automaton, low) >= low else None
         except LimitExceededError:
-            return False
+            return None
 
     def empty_scalar(self, node: Node) -> bool:
         """Whether ``node`` is a string or number value (``_counted_scalar``) that matches nothing.
@@ -2538,6 +2551,23 @@ def _endless(dfa: LazyDFA, deadline: float) -> bool:
             if not waiting[p]:
                 peeled.append(p)
     return all(not successors[s] for s in peeled)
+
+
+def _plain_spellings(dfa: LazyDFA, cap: int) -> int:
+    """How many texts without a backslash an explored, acyclic ``dfa`` accepts, counted up to ``cap``
+    (each is another value: ``_endless`` said there is no cycle, so the count ends)."""
+    counts: dict[int, int] = {}
+    stack = [dfa.start]
+    while stack:  # depth first, a state counted once its successors are (iterative: maxLength may be deep)
+        state = stack[-1]
+        targets = [int(t) for b, t in enumerate(dfa.table[state]) if t != DEAD and b != 0x5C]
+        waiting = [t for t in targets if t not in counts]
+        if waiting:
+            stack.extend(waiting)
+            continue
+        stack.pop()
+        counts[state] = min(cap, int(dfa.is_final(state)) + sum(counts[t] for t in targets))
+    return counts[dfa.start]
 
 
 def _expand_type(name: str) -> frozenset[str]:
