@@ -43,16 +43,22 @@ SCHEMAS = [
 ]  # fmt: skip
 
 
+def valid_walks(guide: UniqueItemsGuide, schema: object, *, seed: int, eos_probability: float) -> list[bytes]:
+    """150 random walks' finished texts, each checked by the ``jsonschema`` library (soundness)."""
+    validator = jsonschema.Draft202012Validator(schema)
+    texts = finished_walks(guide, guide.vocabulary, random.Random(seed), count=150, max_tokens=150,
+                           eos_probability=eos_probability)  # fmt: skip
+    for text in texts:
+        assert validator.is_valid(json.loads(text)), text
+    return texts
+
+
 @pytest.mark.parametrize(("schema", "strict"), SCHEMAS)
 def test_random_walks_never_repeat_an_item(compiler: constrain.Compiler, schema: object, strict: bool) -> None:
     guide = compiler.json_schema(schema, strict_properties=strict)
     assert isinstance(guide, UniqueItemsGuide)
-    validator = jsonschema.Draft202012Validator(schema)
-    texts = finished_walks(guide, compiler.vocabulary, random.Random(3), count=150, max_tokens=150,
-                           eos_probability=0.5)  # fmt: skip
+    texts = valid_walks(guide, schema, seed=3, eos_probability=0.5)
     assert len(texts) >= 100
-    for text in texts:
-        assert validator.is_valid(json.loads(text)), text
     # walks that could have repeated an item: three or more in one array
     assert sum(text.count(b",") >= 2 for text in texts) >= 20
 
@@ -114,13 +120,8 @@ def test_items_with_few_endings_are_never_stranded(compiler: constrain.Compiler,
     """Where an item can run out of endings (``maxLength``), a token that leaves it able to end
     only as a repeat is refused, and so is a comma with no fresh item left: ``random_walk``
     raises at a state that allows nothing."""
-    guide = compiler.json_schema(schema)
-    validator = jsonschema.Draft202012Validator(schema)
-    texts = finished_walks(guide, compiler.vocabulary, random.Random(2), count=150, max_tokens=150,
-                           eos_probability=0.3)  # fmt: skip
+    texts = valid_walks(compiler.json_schema(schema), schema, seed=2, eos_probability=0.3)
     assert len(texts) >= 140
-    for text in texts:
-        assert validator.is_valid(json.loads(text)), text
     if schema.get("minItems") == 7:
         assert all(sorted(json.loads(text)) == ["", "a", "aa", "ab", "b", "ba", "bb"] for text in texts)
 
@@ -213,9 +214,8 @@ def test_a_recursive_schema_keeps_its_unique_arrays_outside_the_recursion(
               "properties": {"root": {"$ref": "#/$defs/node"}, "tags": tags}}  # fmt: skip
     guide = compiler.json_schema(schema)
     assert isinstance(guide, UniqueItemsGuide) and guide.backend == "cfg"
+    assert len(valid_walks(guide, schema, seed=1, eos_probability=0.5)) >= 100
     validator = jsonschema.Draft202012Validator(schema)
-    texts = finished_walks(guide, compiler.vocabulary, random.Random(1), count=150, max_tokens=120, eos_probability=0.5)
-    assert len(texts) >= 100 and all(validator.is_valid(json.loads(text)) for text in texts)
     for text in ['{"root": {"kids": [{}]}, "tags": ["a", "b"]}', '{"root": {}, "tags": ["ab", "b", "ab"]}']:
         assert accepts(guide, tokenize_continuation(tokenizer, text)) == validator.is_valid(json.loads(text)), text
     inside = {"$defs": {"node": {**node, "properties": {**node["properties"], "tags": tags}}}, "$ref": "#/$defs/node"}
