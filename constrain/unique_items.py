@@ -148,7 +148,8 @@ class _Scan:
             return True
         if phase == _LITERAL:
             if byte in b"0123456789+-.eEtrufalsn":
-                return True
+                tracked = self.tracked
+                return self.word_byte(byte) if tracked is not None and tracked[2] is not None else True
             self.ended_value()
             return self.byte(byte)
         if byte in _SPACE:
@@ -193,6 +194,27 @@ class _Scan:
                 self.tracked = (len(self.frames), frozenset(), None, b"", kind, None)
         else:
             self.phase = _LITERAL
+            if self.tracked is not None and self.tracked[0] == len(self.frames):  # null, true or false
+                depth, seen, _, _, kind, _ = self.tracked
+                automaton = self.guide.item_automaton(kind)
+                start = None if automaton is None else automaton.successor(automaton.start, byte)
+                self.tracked = (depth, seen, bytes([byte]), None, kind, start)
+
+    def word_byte(self, byte: int) -> bool:
+        """A byte of ``null``, ``true`` or ``false`` as an item (``pending`` None marks a word): the
+        word is a value once whole, kept among the items read as a ``str`` (a string's value is
+        ``bytes``, so ``"null"`` and ``null`` stay apart)."""
+        depth, seen, value, _, kind, at = self.tracked
+        value += bytes([byte])
+        if at is not None and at != DEAD:
+            at = self.guide.item_automaton(kind).successor(at, byte)  # type: ignore[union-attr]
+        if value not in _WORDS:
+            self.tracked = (depth, seen, value, None, kind, at)
+            return True
+        if value.decode() in seen:
+            return False
+        self.tracked = (depth, seen | {value.decode()}, None, b"", kind, None)
+        return True
 
     def item_byte(self, byte: int) -> bool:
         depth, seen, value, pending, kind, at = self.tracked
@@ -253,6 +275,16 @@ def _matches(pattern: Path, path: Path) -> bool:
 
 
 _START = ((), _VALUE, b"", False, None)
+_WORDS = frozenset((b"null", b"true", b"false"))
+
+
+def _may_become(seen: frozenset[Any], value: bytes, pending: bytes | None) -> bool:
+    """Whether the open item (a string's value so far, or with ``pending`` None a word's letters)
+    may still end as one of the items read."""
+    if pending is None:
+        word = value.decode("ascii", "replace")
+        return any(isinstance(earlier, str) and earlier.startswith(word) for earlier in seen)
+    return any(isinstance(earlier, bytes) and earlier.startswith(value) for earlier in seen)
 
 
 class _Closers:
@@ -430,9 +462,12 @@ class UniqueItemsGuide(Shared, GuideShell[tuple[Any, Any]]):
         closers = self._closers
         refused: set[int] = set()
         if self.item_automaton(kind) is not None:  # items may run out of endings: read what may end one
-            candidates = set(_allowed(packed, closers.ending).tolist())
-            if value is not None and any(earlier.startswith(value) for earlier in seen):
-                candidates.update(self._prefix_tokens(packed, tracked))
+            if value is None or pending is None:  # between items, or in a word: the few tokens allowed, all
+                candidates = set(_allowed(packed, np.arange(self.vocab_size, dtype=np.int64)).tolist())
+            else:
+                candidates = set(_allowed(packed, closers.ending).tolist())
+                if _may_become(seen, value, pending):
+                    candidates.update(self._prefix_tokens(packed, tracked))
             return {t for t in candidates if self._scan(state[1], t) is None}
         check = closers.several
         if value is not None and not pending:  # inside an item: one lookup per earlier item it may become
@@ -457,7 +492,7 @@ class UniqueItemsGuide(Shared, GuideShell[tuple[Any, Any]]):
             return every
         found: set[int] = set(_allowed(packed, closers.escaped).tolist())
         for earlier in seen:
-            if earlier.startswith(value):
+            if isinstance(earlier, bytes) and earlier.startswith(value):
                 rest = earlier[len(value):]
                 for k in range(1, min(len(rest), closers.longest) + 1):
                     found.update(closers.spelled.get(rest[:k], ()))
@@ -473,32 +508,44 @@ class UniqueItemsGuide(Shared, GuideShell[tuple[Any, Any]]):
         if automaton is None or not seen:
             return True
         if value is None:  # between items: after a comma, an item must come
-            if phase != _VALUE:
-                return True
-            return self._ending(automaton, automaton.successor(automaton.start, _QUOTE), b"", b"", seen)
-        if at is None or not any(earlier.startswith(value) for earlier in seen):
+            return phase != _VALUE or self._ending(automaton, automaton.start, None, None, seen)
+        if at is None or not _may_become(seen, value, pending):
             return True  # (no earlier item can be hit: any ending will do, and a live state has one)
         return self._ending(automaton, at, value, pending, seen)
 
     @staticmethod
-    def _ending(automaton: LazyDFA, at: int, value: bytes, pending: bytes, seen: frozenset[bytes]) -> bool:
+    def _ending(
+        automaton: LazyDFA, at: int, value: bytes | None, pending: bytes | None, seen: frozenset[Any]
+    ) -> bool:
         """A depth-first search for an ending of the item from its automaton's state ``at`` whose
-        value is not in ``seen``: the closing quote first, then a few bytes of each run of the
-        state's row, the backslash left out (two texts without escapes that differ are different
-        values), so at most ``len(seen)`` endings are repeats and the search stops soon after. It
-        has a budget: past it the token is refused (stricter, never stuck)."""
+        value is not in ``seen`` (``value`` None: from before the item, ``pending`` None: in a
+        word): a few bytes of each run of the state's row, in byte order (the closing quote comes
+        before letters), the backslash left out (two texts without escapes that differ are
+        different values), so at most ``len(seen)`` endings are repeats and the search stops soon
+        after. It has a budget: past it the token is refused (stricter, never stuck)."""
         if at == DEAD:  # (the item's automaton and the inner guide disagree: refuse, never stuck)
             return False
-        stack = [(at, value, pending)]
+        stack: list[tuple[int, bytes | None, bytes | None]] = [(at, value, pending)]
         width = len(seen) + 1
         budget = 64 * (len(seen) + 2)
         while stack and budget:
             budget -= 1
             state, value, pending = stack.pop()
-            following = []
+            following: list[tuple[int, bytes | None, bytes | None]] = []
             for low, high, after in automaton.runs(state):
                 for byte in range(low, min(high, low + width) + 1):
                     if byte == _BACKSLASH:
+                        continue
+                    if value is None:  # the item's first byte: a string's quote, or a word's letter
+                        following.append((after, b"", b"") if byte == _QUOTE else (after, bytes([byte]), None))
+                        continue
+                    if pending is None:  # a word: whole once the automaton accepts it
+                        word = value + bytes([byte])
+                        if automaton.is_final(after):
+                            if word.decode() not in seen:
+                                return True
+                        else:
+                            following.append((after, word, None))
                         continue
                     grown, held, closed = string_byte(value, pending, byte)
                     if closed:

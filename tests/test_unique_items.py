@@ -114,6 +114,9 @@ def test_the_tokens_that_would_end_an_item_as_a_repeat_are_refused(
         {"type": "array", "items": {"type": "string", "pattern": "^[ab]*$", "maxLength": 2}, "uniqueItems": True,
          "minItems": 7},
         {"type": "array", "items": {"type": "string", "maxLength": 2}, "uniqueItems": True, "maxItems": 6},
+        # words beside strings: null, true and false once each, and "null" is no null
+        {"type": "array", "items": {"type": ["string", "null", "boolean"], "pattern": "^[ab]*$", "maxLength": 1},
+         "uniqueItems": True, "minItems": 6},
     ],
 )  # fmt: skip
 def test_items_with_few_endings_are_never_stranded(compiler: constrain.Compiler, schema: dict[str, object]) -> None:
@@ -122,8 +125,9 @@ def test_items_with_few_endings_are_never_stranded(compiler: constrain.Compiler,
     raises at a state that allows nothing."""
     texts = valid_walks(compiler.json_schema(schema), schema, seed=2, eos_probability=0.3)
     assert len(texts) >= 140
-    if schema.get("minItems") == 7:
-        assert all(sorted(json.loads(text)) == ["", "a", "aa", "ab", "b", "ba", "bb"] for text in texts)
+    every = {7: ["", "a", "aa", "ab", "b", "ba", "bb"], 6: ["", "a", "b", False, None, True]}.get(schema.get("minItems"))
+    if every is not None:  # all the values there are, in some order
+        assert all(sorted(json.loads(text), key=repr) == sorted(every, key=repr) for text in texts)
 
 
 def test_the_guide_pickles_and_keeps_the_inner_guides_members(
@@ -221,3 +225,13 @@ def test_a_recursive_schema_keeps_its_unique_arrays_outside_the_recursion(
     inside = {"$defs": {"node": {**node, "properties": {**node["properties"], "tags": tags}}}, "$ref": "#/$defs/node"}
     with pytest.raises(constrain.UnsupportedSchemaError, match="uniqueItems"):
         compiler.json_schema(inside)
+
+
+def test_a_word_is_an_item_of_its_own(compiler: constrain.Compiler, tokenizer: object) -> None:
+    """``null`` once, ``"null"`` beside it: a string's value and a word are never equal."""
+    schema = {"type": "array", "items": {"type": ["string", "null", "boolean"]}, "uniqueItems": True}
+    guide = compiler.json_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in ['["null", null, "true", true, false]', "[null, null]", '[false, "x", false]', "[true, false]",
+                 '[null, "a", "b", "a"]']:  # fmt: skip
+        assert accepts(guide, tokenize_continuation(tokenizer, text)) == validator.is_valid(json.loads(text)), text

@@ -1511,14 +1511,14 @@ class _Walker:
         if not (self.delegate_unique and self.path is not None and not self.over and item is not None
                 and not prefix and contains is None and item != NOTHING):
             return None
-        kinds = self.facts(items, f"{pointer}/items").admitted()
-        if kinds is None or not kinds <= {"string"}:
+        kinds = self.facts(items, f"{pointer}/items").admitted()  # strings, and words (null, true, false)
+        if kinds is None or not kinds <= {"string", "null", "boolean"}:
             return None
         try:
             automaton = LazyDFA(ByteNFA(item, self.limits))
             if _endless(automaton, self._deadline):
                 return item, True
-            return (item, False) if _plain_spellings(automaton, low) >= low else None
+            return (item, False) if _plain_spellings(automaton, low, self._deadline) >= low else None
         except LimitExceededError:
             return None
 
@@ -2528,15 +2528,12 @@ _MEMBER_FACTS_DEPTH = 4
 _BRANCH_FACTS_DEPTH = 4
 
 
-def _endless(dfa: LazyDFA, deadline: float) -> bool:
-    """Whether every state of ``dfa`` that reads on has endless completions: reaches a cycle.
+def _peeled(dfa: LazyDFA, deadline: float) -> tuple[set[int], list[set[int]]]:
+    """The states of ``dfa`` (explored whole) that cannot reach a cycle, and every state's successors.
 
-    States are live, so a state on a cycle has endless completions. The states that cannot
-    reach one are found by peeling: a state whose successors are all peeled is peeled. Only a
-    state that reads no further (past a string's closing quote) may be peeled.
+    States are live, so a state on a cycle has endless completions. The others are found by
+    peeling: a state whose successors are all peeled is peeled.
     """
-    if dfa.start == DEAD:
-        return False
     count = dfa.explore(deadline)
     successors = [set(int(t) for t in dfa.table[s] if t != DEAD) for s in range(count)]
     predecessors: list[list[int]] = [[] for _ in range(count)]
@@ -2550,16 +2547,30 @@ def _endless(dfa: LazyDFA, deadline: float) -> bool:
             waiting[p] -= 1
             if not waiting[p]:
                 peeled.append(p)
+    return set(peeled), successors
+
+
+def _endless(dfa: LazyDFA, deadline: float) -> bool:
+    """Whether every state of ``dfa`` that reads on has endless completions (reaches a cycle): only
+    a state that reads no further (past a string's closing quote) may be peeled (``_peeled``)."""
+    if dfa.start == DEAD:
+        return False
+    peeled, successors = _peeled(dfa, deadline)
     return all(not successors[s] for s in peeled)
 
 
-def _plain_spellings(dfa: LazyDFA, cap: int) -> int:
-    """How many texts without a backslash an explored, acyclic ``dfa`` accepts, counted up to ``cap``
-    (each is another value: ``_endless`` said there is no cycle, so the count ends)."""
+def _plain_spellings(dfa: LazyDFA, cap: int, deadline: float) -> int:
+    """How many texts without a backslash ``dfa`` accepts, counted up to ``cap`` (each is another
+    value). A state that reaches a cycle has endless ones (a free string beside ``null``)."""
+    peeled, _ = _peeled(dfa, deadline)
     counts: dict[int, int] = {}
     stack = [dfa.start]
     while stack:  # depth first, a state counted once its successors are (iterative: maxLength may be deep)
         state = stack[-1]
+        if state not in peeled:
+            counts[state] = cap
+            stack.pop()
+            continue
         targets = [int(t) for b, t in enumerate(dfa.table[state]) if t != DEAD and b != 0x5C]
         waiting = [t for t in targets if t not in counts]
         if waiting:
