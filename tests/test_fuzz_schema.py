@@ -12,6 +12,8 @@ inner anchors) and JSON values to judge. Two properties, each against the indepe
   budget and with one so small that most searches over free-form values run out;
 * **soundness of the grammar backend**: recursive schemas (a node whose ``kids`` are nodes),
   every value its token guide takes and every finished random walk validates;
+* **uniqueItems over strings** (the guide's scan, ``constrain.unique_items``): arrays at every
+  kind of place, values taken exactly when the library validates them, walks validated;
 * **completeness**: a value the library calls valid, written as ``json.dumps`` writes it
   (both separator styles), is accepted — for the keyword families the docs promise to be
   exact (``not``, ``oneOf`` and ``if`` subtract supersets and may refuse a few valid
@@ -360,5 +362,68 @@ def test_recursive_schemas_take_only_valid_values(smollm2: object, mode: str) ->
                     assert not errors, f"{text!r} written for {json.dumps(schema)}: {errors[0].message}"
         except constrain.ConstrainError:
             return  # refused by name, or a limit while guiding: allowed
+
+    run()
+
+
+# ---------------------------------------------------------------------- uniqueItems over strings (the guide's scan)
+
+#: Item schemas with few values and with endless ones, beside words: repeats come often.
+_UNIQUE_ITEMS = st.one_of(
+    st.builds(lambda p: {"type": "string", "pattern": p}, st.sampled_from(["^[ab]*$", "^a", "^[ab]{0,2}$", "b$"])),
+    st.builds(lambda low, span: {"type": "string", "minLength": low, "maxLength": low + span},
+              st.integers(0, 1), st.integers(0, 2)),  # fmt: skip
+    st.builds(lambda types: {"type": types, "pattern": "^[ab]*$", "maxLength": 1},
+              st.sampled_from([["string", "null"], ["string", "boolean", "null"]])),  # fmt: skip
+)
+_UNIQUE_VALUES = st.recursive(
+    st.sampled_from(["", "a", "b", "ab", "ba", "aa", "bab", None, True, False, 1]),
+    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(st.sampled_from(["t", "tx", "a"]), inner,
+                                                                         max_size=2)),  # fmt: skip
+    max_leaves=8,
+)
+
+
+def _unique_schemas() -> st.SearchStrategy[dict[str, Any]]:
+    """A uniqueItems array of strings somewhere: the root, a member, a pattern's or the undeclared
+    members' value, an array's items, an allOf part, and in an anyOf branch (refused by name)."""
+    array = st.builds(lambda item, low, high: {"type": "array", "items": item, "uniqueItems": True, "minItems": low,
+                                               **({} if high is None else {"maxItems": high})},
+                      _UNIQUE_ITEMS, st.integers(0, 3), st.one_of(st.none(), st.integers(2, 5)))  # fmt: skip
+    places: list[Callable[[dict[str, Any]], dict[str, Any]]] = [
+        lambda a: a,
+        lambda a: {"type": "object", "properties": {"t": a}},
+        lambda a: {"type": "object", "patternProperties": {"^t": a}},
+        lambda a: {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": a},
+        lambda a: {"type": "array", "items": a, "maxItems": 2},
+        lambda a: {"allOf": [{"type": "object", "properties": {"t": a}}, {"required": ["t"]}]},
+        lambda a: {"anyOf": [a, {"type": "null"}]},
+    ]
+    return st.builds(lambda a, place: place(a), array, st.sampled_from(places))
+
+
+def test_unique_string_arrays_take_exactly_the_valid_values(smollm2: object) -> None:
+    """The guide around a uniqueItems array of strings, against the library both ways: a value
+    spelled as the tokenizer spells it is taken exactly when it validates, and every finished
+    random walk validates (``random_walk`` also fails at a state that allows nothing)."""
+    compiler = constrain.Compiler(smollm2, limits=Limits(timeout_s=20))
+
+    @_seeded
+    @FUZZ
+    @given(schema=_unique_schemas(), values=st.lists(_UNIQUE_VALUES, min_size=1, max_size=6),
+           seed=st.integers(0, 2**16))  # fmt: skip
+    def run(schema: dict[str, Any], values: list[Any], seed: int) -> None:
+        try:
+            guide = compiler.json_schema(schema, strict_properties=False)
+        except constrain.ConstrainError:
+            return  # refused by name (an anyOf branch, too few values for minItems): allowed
+        oracle = ExactValidator(schema)
+        for value in values:
+            for text in (json.dumps(value), json.dumps(value, separators=(",", ":"))):
+                taken = accepts(guide, tokenize_continuation(smollm2, text))
+                assert taken == oracle.is_valid(value), f"{text!r} {'taken' if taken else 'refused'} for {json.dumps(schema)}"
+        for text in finished_walks(guide, compiler.vocabulary, random.Random(seed), count=4, max_tokens=80):
+            errors = list(oracle.iter_errors(json.loads(text)))
+            assert not errors, f"{text!r} written for {json.dumps(schema)}: {errors[0].message}"
 
     run()
