@@ -337,16 +337,25 @@ def _recursive_schemas() -> st.SearchStrategy[dict[str, Any]]:
     )  # fmt: skip
 
 
+def _guide_examples(
+    schemas: st.SearchStrategy[dict[str, Any]], values: st.SearchStrategy[Any]
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The examples of a property checked through a token guide: a schema, up to six values to
+    judge, and a seed for the random walks (seeded and bounded as every property here)."""
+    def decorate(run: Callable[..., None]) -> Callable[..., None]:
+        given_run = given(schema=schemas, values=st.lists(values, min_size=1, max_size=6), seed=st.integers(0, 2**16))
+        return _seeded(FUZZ(given_run(run)))
+
+    return decorate
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_recursive_schemas_take_only_valid_values(smollm2: object, mode: str) -> None:
     """Soundness of the grammar backend by value and by walk: every value its guide takes,
     spelled as the tokenizer spells it, and every finished random walk validates."""
     compiler = constrain.Compiler(smollm2, limits=Limits(timeout_s=20))
 
-    @_seeded
-    @FUZZ
-    @given(schema=_recursive_schemas(), values=st.lists(_TREE_VALUES, min_size=1, max_size=6),
-           seed=st.integers(0, 2**16))  # fmt: skip
+    @_guide_examples(_recursive_schemas(), _TREE_VALUES)
     def run(schema: dict[str, Any], values: list[Any], seed: int) -> None:
         try:
             guide = compiler.json_schema(schema, strict_properties=mode == "default")
@@ -408,10 +417,7 @@ def test_unique_string_arrays_take_exactly_the_valid_values(smollm2: object) -> 
     random walk validates (``random_walk`` also fails at a state that allows nothing)."""
     compiler = constrain.Compiler(smollm2, limits=Limits(timeout_s=20))
 
-    @_seeded
-    @FUZZ
-    @given(schema=_unique_schemas(), values=st.lists(_UNIQUE_VALUES, min_size=1, max_size=6),
-           seed=st.integers(0, 2**16))  # fmt: skip
+    @_guide_examples(_unique_schemas(), _UNIQUE_VALUES)
     def run(schema: dict[str, Any], values: list[Any], seed: int) -> None:
         try:
             guide = compiler.json_schema(schema, strict_properties=False)
