@@ -395,7 +395,8 @@ _UNIQUE_VALUES = st.recursive(
 
 def _unique_schemas() -> st.SearchStrategy[dict[str, Any]]:
     """A uniqueItems array of strings somewhere: the root, a member, a pattern's or the undeclared
-    members' value, an array's items, an allOf part, and in an anyOf branch (refused by name)."""
+    members' value, an array's items, an allOf part, a branch that alone admits arrays or objects,
+    and a branch beside another of arrays (refused by name)."""
     array = st.builds(lambda item, low, high: {"type": "array", "items": item, "uniqueItems": True, "minItems": low,
                                                **({} if high is None else {"maxItems": high})},
                       _UNIQUE_ITEMS, st.integers(0, 3), st.one_of(st.none(), st.integers(2, 5)))  # fmt: skip
@@ -406,7 +407,9 @@ def _unique_schemas() -> st.SearchStrategy[dict[str, Any]]:
         lambda a: {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": a},
         lambda a: {"type": "array", "items": a, "maxItems": 2},
         lambda a: {"allOf": [{"type": "object", "properties": {"t": a}}, {"required": ["t"]}]},
-        lambda a: {"anyOf": [a, {"type": "null"}]},
+        lambda a: {"anyOf": [a, {"type": "null"}]},  # the one branch of arrays: checked there
+        lambda a: {"oneOf": [{"type": "string"}, {"type": "object", "additionalProperties": a}]},
+        lambda a: {"anyOf": [a, {"type": "array", "maxItems": 1}]},  # two array branches: refused by name
     ]
     return st.builds(lambda a, place: place(a), array, st.sampled_from(places))
 

@@ -146,15 +146,17 @@ def test_the_guide_pickles_and_keeps_the_inner_guides_members(
 @pytest.mark.parametrize(
     ("schema", "why"),
     [
-        ({"anyOf": [{"type": "array", "items": {"type": "string"}, "uniqueItems": True}, {"type": "null"}]},
-         "at most 32 values"),  # a branch: the array there depends on which branch the value takes
+        ({"anyOf": [{"type": "array", "items": {"type": "string"}, "uniqueItems": True}, {"type": "array",
+                                                                                          "maxItems": 1}]},
+         "at most 32 values"),  # a branch beside another of arrays: whether an array must be unique depends
+        # on which branch it takes  # fmt: skip
         ({"type": "array", "items": {"type": "string", "pattern": "^[ab]*$", "maxLength": 2}, "uniqueItems": True,
           "minItems": 8}, "strings"),  # seven values: no eighth item  # fmt: skip
         ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "strings"),
         ({"type": "array", "items": {"type": "string"}, "uniqueItems": True,
           "contains": {"const": "x"}}, "contains"),  # fmt: skip
         ({"$defs": {"t": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
-          "properties": {"a": {"$ref": "#/$defs/t"}}, "oneOf": [{"$ref": "#/$defs/t"}, {"type": "object"}]},
+          "properties": {"a": {"$ref": "#/$defs/t"}}, "anyOf": [{"$ref": "#/$defs/t"}, {"type": "array"}]},
          "uniqueItems"),  # one definition at one place and in a branch  # fmt: skip
     ],
 )
@@ -162,6 +164,20 @@ def test_uniqueItems_elsewhere_stays_a_named_refusal(compiler: constrain.Compile
     with pytest.raises(constrain.UnsupportedSchemaError, match=why) as info:
         compiler.json_schema(schema)
     assert info.value.keyword == "uniqueItems"
+
+
+def test_a_branch_that_alone_admits_arrays_or_objects_is_checked(compiler: constrain.Compiler, tokenizer: object) -> None:
+    """``"tags": "a"`` or a list of distinct ones: an array there is valid by that branch or not at
+    all, and so is an object by the one branch of objects, so what lies inside applies at one place."""
+    tags = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    schema = {"type": "object", "properties": {
+        "tags": {"anyOf": [{"type": "string"}, tags]},
+        "by": {"oneOf": [{"type": "null"}, {"type": "object", "additionalProperties": tags}]}}}  # fmt: skip
+    guide = compiler.json_schema(schema, strict_properties=False)
+    validator = jsonschema.Draft202012Validator(schema)
+    for text in ['{"tags": "a"}', '{"tags": ["a", "b"]}', '{"tags": ["a", "a"]}', '{"by": {"k": ["x", "y"]}}',
+                 '{"by": {"k": ["x", "x"]}}', '{"by": null, "tags": ["b", "a", "b"]}']:  # fmt: skip
+        assert accepts(guide, tokenize_continuation(tokenizer, text)) == validator.is_valid(json.loads(text)), text
 
 
 def test_the_regex_text_of_such_a_schema_is_still_refused() -> None:

@@ -403,7 +403,8 @@ class _Walker:
         #: i)`` for a prefix item, ``("keys", matched, unmatched, declared)`` for an undeclared member
         #: whose key the ``matched`` key automata match, the ``unmatched`` ones do not (a class of
         #: ``patternProperties``, or ``additionalProperties``). None below anything conditional (a
-        #: branch of ``anyOf``/``oneOf``, ``not``, ``if``, ``contains``, a rule, another walker): a node
+        #: branch of ``anyOf``/``oneOf`` unless it alone admits objects or arrays (``typed_alone``),
+        #: ``not``, ``if``, ``contains``, a rule, another walker): a node
         #: starts at None unless its caller hands it a path (``node_here``), so a call site that
         #: forgets to is conservative.
         self.path: tuple[Any, ...] | None = None
@@ -995,6 +996,8 @@ class _Walker:
                     parts.append(supersets[j])
             return Difference(option, tuple(parts)) if parts else option
 
+        alone = self.typed_alone(combined, f"{pointer}/{keyword}") if self.path is not None and self.delegate_unique \
+            else set()  # fmt: skip
         options = []
         for i, branch in enumerate(combined):
             where = f"{pointer}/{keyword}/{i}"
@@ -1007,7 +1010,8 @@ class _Walker:
             counts = collections.Counter(name for j in overlaps[i] for name in apart[i, j])
             if not counts:
                 options += self.clear_of(branch, [facts[j].required - facts[i].required for j in overlaps[i]], where)
-                options.append(minus(self.node(branch, where), overlaps[i]))
+                option = self.node_here(branch, where) if i in alone else self.node(branch, where)
+                options.append(minus(option, overlaps[i]))
                 continue
             # A tag that is not required (a discriminator left optional: "protocol": {"enum":
             # ["d0"]}) splits the branch. Objects that hold it match no branch whose tag differs,
@@ -1021,6 +1025,15 @@ class _Walker:
             options.append(minus(holding, [j for j in overlaps[i] if name not in apart[i, j]]))
             options.append(minus(lacking, overlaps[i]))
         return alt(*options)
+
+    def typed_alone(self, branches: list[Any], where: str) -> set[int]:
+        """The branches that alone admit objects, or alone arrays: an object (array) at this place
+        is valid by that branch or not at all, so what lies inside it applies at one place in the
+        instance (``path``) as the branch's own members and items do. (grunt-task: ``files`` is
+        an object of arrays of unique strings, or an array.)"""
+        kinds = [self.facts(b, f"{where}/{i}").admitted() for i, b in enumerate(branches)]
+        return {i for i, k in enumerate(kinds) if k is not None and len(k) == 1 and k <= {"object", "array"}
+                and all(j == i or (other is not None and not k & other) for j, other in enumerate(kinds))}
 
     def kept_apart(self, branch: Any, others: list[tuple[Any, frozenset[str], str]], where: str) -> Node | None:
         """A ``oneOf`` branch around a recursive reference, without the objects that hold a
