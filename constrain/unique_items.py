@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -38,6 +39,7 @@ from .core.sharing import Shared
 from .core.shell import GuideShell
 from .errors import InvalidStateError
 from .regex.automaton import DEAD, ByteNFA, LazyDFA
+from .regex.counting import plain_spellings
 from .regex.tree import Intersect, Node
 from .vocabulary import Vocabulary
 
@@ -276,6 +278,8 @@ def _matches(pattern: Path, path: Path) -> bool:
 
 _START = ((), _VALUE, b"", False, None)
 _WORDS = frozenset((b"null", b"true", b"false"))
+#: Values enough that a few more items always leave fresh ones (``UniqueItemsGuide._repeats``).
+_ROOM = 1 << 20
 
 
 def _may_become(seen: frozenset[Any], value: bytes, pending: bytes | None) -> bool:
@@ -322,11 +326,35 @@ class _Closers:
         escaped: list[int] = []
         for token_id, piece in enumerate(vocabulary.token_bytes):
             if piece and _QUOTE not in piece:
-                if _BACKSLASH in piece:
-                    escaped.append(token_id)
+                if _BACKSLASH in piece:  # by its value where its escapes end inside it (read from nothing pending)
+                    value, pending = b"", b""
+                    for byte in piece:
+                        value, pending, _ = string_byte(value, pending, byte)
+                    if pending:
+                        escaped.append(token_id)
+                    else:
+                        self.spelled.setdefault(value, []).append(token_id)
                 else:
                     self.spelled.setdefault(piece, []).append(token_id)
+        #: The tokens that end inside an escape (``\u00``): their value depends on what follows.
         self.escaped = np.array(escaped, dtype=np.int64)
+        #: The tokens but those with one quote (which between items only open one): what may
+        #: complete an item in one token there (a word, a whole string) or move past one.
+        single = set(quoted) - set(several)
+        #: Whether a token holds exactly one quote (between items such a token only opens one).
+        self.single = np.zeros(vocabulary.size, dtype=bool)
+        self.single[sorted(single)] = True
+        #: The tokens with one quote by the value bytes after it (an item they open: ``"ab`` under
+        #: ``"ab"``), and those whose bytes after it hold a backslash (read one by one).
+        self.opening: dict[bytes, list[int]] = {}
+        opening_escaped: list[int] = []
+        for token_id in sorted(single):
+            rest = vocabulary.token_bytes[token_id].split(b'"', 1)[1]  # type: ignore[union-attr]
+            if _BACKSLASH in rest:
+                opening_escaped.append(token_id)
+            else:
+                self.opening.setdefault(rest, []).append(token_id)
+        self.opening_escaped = np.array(opening_escaped, dtype=np.int64)
         #: The tokens that may end an item, or start the next after a comma: a quote or a comma in them.
         self.ending = np.array(sorted(set(quoted) | {t for t, p in enumerate(vocabulary.token_bytes)
                                                      if p and ord(",") in p}), dtype=np.int64)  # fmt: skip
@@ -354,6 +382,11 @@ def _allowed(packed: NDArray[np.int32], ids: NDArray[np.int64]) -> NDArray[np.in
     return chosen
 
 
+def _bit(packed: NDArray[np.int32], token_id: int) -> bool:
+    """Whether ``token_id`` is allowed in ``packed``."""
+    return bool(int(packed.view(np.uint32)[token_id >> 5]) >> (token_id & 31) & 1)
+
+
 class UniqueItemsGuide(Shared, GuideShell[tuple[Any, Any]]):
     """``inner``'s language, without the texts whose listed arrays repeat an item.
 
@@ -375,15 +408,16 @@ class UniqueItemsGuide(Shared, GuideShell[tuple[Any, Any]]):
         #: The item automaton by the set of places an array lies at: None where every item prefix
         #: has endless completions (one tree, endless), built on first use.
         self._automata: dict[frozenset[int], LazyDFA | None] = {}
+        #: How many values the items at the places ``kind`` have (plain spellings, up to ``_ROOM``).
+        self._room: dict[frozenset[int], int] = {}
         self._lock = threading.Lock()
         self._closers = _closers(inner.vocabulary)
 
     def item_automaton(self, kind: frozenset[int]) -> LazyDFA | None:
         """The automaton of the items an array at the places ``kind`` holds, or None where the
         guide need not read one (see the module docstring)."""
-        found = self._automata.get(kind, DEAD)
-        if found != DEAD:
-            return found  # type: ignore[return-value]
+        if kind in self._automata:
+            return self._automata[kind]
         with self._lock:
             trees = list(dict.fromkeys(item for k in sorted(kind) for item in self._items[k]))
             if len(trees) == 1 and trees[0][1]:
@@ -392,6 +426,8 @@ class UniqueItemsGuide(Shared, GuideShell[tuple[Any, Any]]):
                 nodes = tuple(dict.fromkeys(tree for tree, _ in trees))
                 automaton = LazyDFA(ByteNFA(nodes[0] if len(nodes) == 1 else Intersect(nodes), self.limits,
                                             self.vocabulary.byte_alphabet))  # fmt: skip
+                deadline = time.monotonic() + self.limits.timeout_s
+                self._room.setdefault(kind, plain_spellings(automaton, _ROOM, deadline))
             return self._automata.setdefault(kind, automaton)
 
     @property
@@ -462,10 +498,26 @@ class UniqueItemsGuide(Shared, GuideShell[tuple[Any, Any]]):
         closers = self._closers
         refused: set[int] = set()
         if self.item_automaton(kind) is not None:  # items may run out of endings: read what may end one
-            if value is None or pending is None:  # between items, or in a word: the few tokens allowed, all
-                candidates = set(_allowed(packed, np.arange(self.vocab_size, dtype=np.int64)).tolist())
+            roomy = self._room[kind] > len(seen) + 2  # (two more items in one token still leave a fresh one)
+            if pending is None or (value is None and not roomy):  # in a word, or a next item may lack
+                candidates = set(self._allowed_ids(packed).tolist())
+            elif value is None:  # between items, values to spare: what completes a word or an item in one
+                # token, and what opens an item as the start of an earlier one
+                allowed = self._allowed_ids(packed)
+                candidates = set(allowed[~closers.single[allowed]].tolist())
+                candidates.update(_allowed(packed, closers.opening_escaped).tolist())
+                for earlier in seen:
+                    for k in range(min(len(earlier), closers.longest) + 1) if isinstance(earlier, bytes) else ():
+                        candidates.update(t for t in closers.opening.get(earlier[:k], ()) if _bit(packed, t))
             else:
-                candidates = set(_allowed(packed, closers.ending).tolist())
+                candidates = set(_allowed(packed, closers.quoted if pending or not roomy else closers.several)
+                                 .tolist())  # fmt: skip
+                if roomy and not pending:  # one lookup per earlier item, as for endless items
+                    for earlier in seen:
+                        if isinstance(earlier, bytes) and earlier.startswith(value):
+                            candidates.update(closers.closing.get(earlier[len(value):], ()))
+                if not roomy:
+                    candidates.update(_allowed(packed, closers.ending).tolist())
                 if _may_become(seen, value, pending):
                     candidates.update(self._prefix_tokens(packed, tracked))
             return {t for t in candidates if self._scan(state[1], t) is None}
@@ -482,13 +534,13 @@ class UniqueItemsGuide(Shared, GuideShell[tuple[Any, Any]]):
         return refused
 
     def _prefix_tokens(self, packed: NDArray[np.int32], tracked: tuple[Any, ...]) -> list[int]:
-        """The allowed tokens after which the item may still become an earlier one: those that spell
-        the next bytes of an earlier item's value as they are, and every one that holds an escape
-        (or every one at all where an escape is pending)."""
+        """The allowed tokens after which the item may still become an earlier one: those whose value
+        is the next bytes of an earlier item's (escapes decoded), and every one that ends inside an
+        escape (or every one at all where an escape is pending)."""
         _, seen, value, pending, _, _ = tracked
         closers = self._closers
         if pending:
-            every: list[int] = _allowed(packed, np.arange(self.vocab_size, dtype=np.int64)).tolist()
+            every: list[int] = self._allowed_ids(packed).tolist()
             return every
         found: set[int] = set(_allowed(packed, closers.escaped).tolist())
         for earlier in seen:
@@ -496,8 +548,12 @@ class UniqueItemsGuide(Shared, GuideShell[tuple[Any, Any]]):
                 rest = earlier[len(value):]
                 for k in range(1, min(len(rest), closers.longest) + 1):
                     found.update(closers.spelled.get(rest[:k], ()))
-        words = packed.view(np.uint32)
-        return [t for t in found if int(words[t >> 5]) >> (t & 31) & 1]
+        return [t for t in found if _bit(packed, t)]
+
+    def _allowed_ids(self, packed: NDArray[np.int32]) -> NDArray[np.int64]:
+        """Every token ``packed`` allows (where the few allowed ones are all read)."""
+        bits = np.unpackbits(packed.view(np.uint8), count=self.vocab_size, bitorder="little")
+        return np.flatnonzero(bits)
 
     def _fresh(self, tracked: tuple[Any, ...], phase: int) -> bool:
         """Whether the array can go on without a repeat: the open item can still end as a value

@@ -39,6 +39,7 @@ from ..errors import (
 )
 from ..regex.algebra import DEAD, ProductDFA
 from ..regex.automaton import ByteNFA, LazyDFA, narrowed, surely_nonempty
+from ..regex.counting import endless, plain_spellings
 from ..core.limits import Limits
 from ..regex.nested import HOLE
 from ..skeleton import has_rule_ref
@@ -1529,9 +1530,9 @@ class _Walker:
             return None
         try:
             automaton = LazyDFA(ByteNFA(item, self.limits))
-            if _endless(automaton, self._deadline):
+            if endless(automaton, self._deadline):
                 return item, True
-            return (item, False) if _plain_spellings(automaton, low, self._deadline) >= low else None
+            return (item, False) if plain_spellings(automaton, low, self._deadline) >= low else None
         except LimitExceededError:
             return None
 
@@ -2539,59 +2540,6 @@ _MEMBER_FACTS_DEPTH = 4
 #: How deep ``_Walker.facts`` reads the branches of an ``anyOf``/``oneOf`` (a ``$ref`` to a
 #: recursive ``oneOf`` of objects, beside an array: MaskBench o81108).
 _BRANCH_FACTS_DEPTH = 4
-
-
-def _peeled(dfa: LazyDFA, deadline: float) -> tuple[set[int], list[set[int]]]:
-    """The states of ``dfa`` (explored whole) that cannot reach a cycle, and every state's successors.
-
-    States are live, so a state on a cycle has endless completions. The others are found by
-    peeling: a state whose successors are all peeled is peeled.
-    """
-    count = dfa.explore(deadline)
-    successors = [set(int(t) for t in dfa.table[s] if t != DEAD) for s in range(count)]
-    predecessors: list[list[int]] = [[] for _ in range(count)]
-    for s, targets in enumerate(successors):
-        for t in targets:
-            predecessors[t].append(s)
-    waiting = [len(targets) for targets in successors]
-    peeled = [s for s in range(count) if not waiting[s]]
-    for s in peeled:  # (the list grows as it is read)
-        for p in predecessors[s]:
-            waiting[p] -= 1
-            if not waiting[p]:
-                peeled.append(p)
-    return set(peeled), successors
-
-
-def _endless(dfa: LazyDFA, deadline: float) -> bool:
-    """Whether every state of ``dfa`` that reads on has endless completions (reaches a cycle): only
-    a state that reads no further (past a string's closing quote) may be peeled (``_peeled``)."""
-    if dfa.start == DEAD:
-        return False
-    peeled, successors = _peeled(dfa, deadline)
-    return all(not successors[s] for s in peeled)
-
-
-def _plain_spellings(dfa: LazyDFA, cap: int, deadline: float) -> int:
-    """How many texts without a backslash ``dfa`` accepts, counted up to ``cap`` (each is another
-    value). A state that reaches a cycle has endless ones (a free string beside ``null``)."""
-    peeled, _ = _peeled(dfa, deadline)
-    counts: dict[int, int] = {}
-    stack = [dfa.start]
-    while stack:  # depth first, a state counted once its successors are (iterative: maxLength may be deep)
-        state = stack[-1]
-        if state not in peeled:
-            counts[state] = cap
-            stack.pop()
-            continue
-        targets = [int(t) for b, t in enumerate(dfa.table[state]) if t != DEAD and b != 0x5C]
-        waiting = [t for t in targets if t not in counts]
-        if waiting:
-            stack.extend(waiting)
-            continue
-        stack.pop()
-        counts[state] = min(cap, int(dfa.is_final(state)) + sum(counts[t] for t in targets))
-    return counts[dfa.start]
 
 
 def _expand_type(name: str) -> frozenset[str]:
