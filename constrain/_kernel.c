@@ -1,4 +1,5 @@
-/* Compiled kernels: the token-trie walk of a token index (constrain/regex/index.py).
+/* Compiled kernels: the token-trie walk of a token index (constrain/regex/index.py), and the
+ * merge of a product state's part rows (constrain/regex/algebra.py, see ``merge``).
  *
  * Why C: a token index builds a state's row by walking every token of the vocabulary's byte
  * trie through the byte automaton. In numpy that is one vectorized step per trie depth, about
@@ -381,11 +382,147 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(merge_doc,
+"merge(rows, subtract) -> (successors, spans)\n"
+"\n"
+"The successor tuples of a product state whose parts have the 256-cell ``rows`` (int32\n"
+"arrays, or None for a part that is dead), each named once in byte order, and ``spans``, the\n"
+"runs ``(low, high, index)`` of bytes with one successor (an index into successors). A byte\n"
+"leads nowhere where the first part is dead on it or, unless ``subtract``, any part is. This\n"
+"is a product's inner loop (constrain/regex/algebra.py): a search expands every tuple it\n"
+"meets, and merging the parts' runs in Python cost most of a product's compile time.");
+
+static PyObject *
+merge(PyObject *self, PyObject *args)
+{
+    PyObject *o_rows;
+    int subtract;
+    if (!PyArg_ParseTuple(args, "Op", &o_rows, &subtract)) {
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(o_rows, "merge: rows must be a sequence");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+    PyObject *result = NULL, *successors = NULL, *spans = NULL;
+    Py_buffer *views = PyMem_Calloc(k > 0 ? k : 1, sizeof(Py_buffer));
+    const int32_t **cells = PyMem_Calloc(k > 0 ? k : 1, sizeof(int32_t *));
+    int32_t *column = PyMem_Calloc(k > 0 ? k : 1, sizeof(int32_t));
+    /* The distinct alive columns seen so far, k cells each: a state has a few dozen runs at most. */
+    int32_t *seen = PyMem_Calloc((size_t)(k > 0 ? k : 1) * 256, sizeof(int32_t));
+    Py_ssize_t held = 0, named = 0;
+    if (views == NULL || cells == NULL || column == NULL || seen == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (k == 0) {
+        PyErr_SetString(PyExc_ValueError, "merge: a product has at least one part");
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *row = PySequence_Fast_GET_ITEM(seq, j);
+        if (row == Py_None) {
+            continue;
+        }
+        if (PyObject_GetBuffer(row, &views[j], PyBUF_C_CONTIGUOUS) < 0) {
+            goto done;
+        }
+        held = j + 1;
+        if (views[j].itemsize != 4 || views[j].len != 256 * 4) {
+            PyBuffer_Release(&views[j]);
+            views[j].obj = NULL;
+            PyErr_SetString(PyExc_ValueError, "merge: each row holds 256 int32 cells");
+            goto done;
+        }
+        cells[j] = views[j].buf;
+    }
+    successors = PyList_New(0);
+    spans = PyList_New(0);
+    if (successors == NULL || spans == NULL) {
+        goto done;
+    }
+    int low = 0;
+    while (low < 256) {
+        /* The column at ``low``, and the last byte of the stretch that keeps it. */
+        int alive = 1;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            int32_t cell = cells[j] == NULL ? DEAD : cells[j][low];
+            column[j] = cell < 0 ? DEAD : cell;
+            if (column[j] == DEAD && (j == 0 || !subtract)) {
+                alive = 0;
+            }
+        }
+        int high = low;
+        while (high < 255) {
+            int same = 1;
+            for (Py_ssize_t j = 0; j < k && same; j++) {
+                int32_t cell = cells[j] == NULL ? DEAD : cells[j][high + 1];
+                same = (cell < 0 ? DEAD : cell) == column[j];
+            }
+            if (!same) {
+                break;
+            }
+            high++;
+        }
+        if (alive) {
+            Py_ssize_t index = 0;
+            while (index < named && memcmp(seen + index * k, column, (size_t)k * sizeof(int32_t)) != 0) {
+                index++;
+            }
+            if (index == named) {
+                PyObject *key = PyTuple_New(k);
+                if (key == NULL) {
+                    goto done;
+                }
+                for (Py_ssize_t j = 0; j < k; j++) {
+                    PyObject *cell = PyLong_FromLong(column[j]);
+                    if (cell == NULL) {
+                        Py_DECREF(key);
+                        goto done;
+                    }
+                    PyTuple_SET_ITEM(key, j, cell);
+                }
+                int failed = PyList_Append(successors, key);
+                Py_DECREF(key);
+                if (failed < 0) {
+                    goto done;
+                }
+                memcpy(seen + named * k, column, (size_t)k * sizeof(int32_t));
+                named++;
+            }
+            PyObject *span = Py_BuildValue("(iin)", low, high, index);
+            if (span == NULL || PyList_Append(spans, span) < 0) {
+                Py_XDECREF(span);
+                goto done;
+            }
+            Py_DECREF(span);
+        }
+        low = high + 1;
+    }
+    result = PyTuple_Pack(2, successors, spans);
+done:
+    for (Py_ssize_t j = 0; j < held; j++) {
+        if (views[j].obj != NULL) {
+            PyBuffer_Release(&views[j]);
+        }
+    }
+    Py_XDECREF(successors);
+    Py_XDECREF(spans);
+    PyMem_Free(views);
+    PyMem_Free(cells);
+    PyMem_Free(column);
+    PyMem_Free(seen);
+    Py_DECREF(seq);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, walk_doc},
     {"scatter", scatter, METH_VARARGS, scatter_doc},
     {"gather", gather, METH_VARARGS, gather_doc},
     {"unpack", unpack, METH_VARARGS, unpack_doc},
+    {"merge", merge, METH_VARARGS, merge_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -399,9 +536,9 @@ PyInit__kernel(void)
 {
     PyObject *m = PyModule_Create(&module);
     /* What the Python side checks before it uses these kernels (constrain/kernel.py): 2 hands back
-       tasks with pending successors, 3 adds unpack. A build older than its Python is left unused, not
+       tasks with pending successors, 3 adds unpack, 4 merge. A build older than its Python is left unused, not
        misread. */
-    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 3) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }

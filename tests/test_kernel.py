@@ -18,6 +18,7 @@ import pytest
 
 import constrain
 from constrain import kernel
+from constrain.regex import algebra
 from constrain.guide import allocate_bitmask, bitmask_from_token_ids
 from constrain.testing import random_walk
 
@@ -187,6 +188,81 @@ def test_a_task_with_a_pending_successor_comes_back_whole() -> None:
     table[0, 98] = 1
     assert COMPILED.walk(table, expanded, *trie, 2, None, np.array([2], np.int32), np.array([0], np.int32), *out) == (2, 0)
     assert sorted(out[0][:2].tolist()) == [10, 11]
+
+
+def _random_row(rng: random.Random) -> np.ndarray:
+    """256 cells in a few runs: dead stretches, one target over a range, single bytes (digits)."""
+    row = np.full(256, -1, np.int32)
+    for _ in range(rng.randrange(0, 8)):
+        low = rng.randrange(256)
+        high = min(255, low + rng.choice((0, 0, 1, 9, 40, 200)))
+        row[low : high + 1] = rng.choice((-1, rng.randrange(6), rng.randrange(1 << 30)))
+    return row
+
+
+@needs_kernel
+def test_merge_agrees_with_numpy() -> None:
+    """A product state's successors and spans, compiled and numpy, on random rows of one to six
+    parts (some dead), in intersections and differences; and a wrong row is refused."""
+    rng = random.Random(11)
+    nonempty = 0
+    for _ in range(3000):
+        rows: list[Any] = [_random_row(rng) for _ in range(rng.randrange(1, 7))]
+        for j in range(1, len(rows)):
+            if rng.random() < 0.2:
+                rows[j] = None
+        subtract = rng.random() < 0.5
+        if not subtract and any(row is None for row in rows):
+            rows = [row for row in rows if row is not None]
+        expected = algebra.merge_rows(rows, subtract)
+        assert COMPILED.merge(rows, subtract) == expected
+        nonempty += bool(expected[0])
+        for successor in expected[0]:  # and each span's byte really leads to its tuple
+            assert all(isinstance(cell, int) for cell in successor)
+        for low, high, k in expected[1]:
+            for byte in (low, high):
+                cells = tuple(int(row[byte]) if row is not None else -1 for row in rows)
+                assert cells == expected[0][k]
+    assert nonempty > 1000
+    with pytest.raises(ValueError, match="256 int32"):
+        COMPILED.merge([np.zeros(255, np.int32)], False)
+    with pytest.raises(ValueError, match="256 int32"):
+        COMPILED.merge([np.zeros(256, np.int64)], False)
+    with pytest.raises(ValueError, match="at least one"):
+        COMPILED.merge([], False)
+
+
+@needs_kernel
+def test_products_are_the_same_either_way(monkeypatch: pytest.MonkeyPatch, smollm2: object) -> None:
+    """Guides whose automata are products (``not``, an overlapping ``oneOf``, ``allOf`` of
+    patterns), compiled with the merge kernel and without: the same rows at every state a walk of
+    random tokens meets."""
+    schemas: list[dict[str, Any]] = [
+        SCHEMAS[1],
+        {"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "maxLength": 4}]},
+        {"type": "integer", "allOf": [{"multipleOf": 3}, {"not": {"multipleOf": 5}}]},
+    ]
+    for schema in schemas:
+        guides = {}
+        for name in ("compiled", "numpy"):
+            monkeypatch.setattr(kernel, "compiled", COMPILED if name == "compiled" else None)
+            guides[name] = constrain.Compiler(smollm2).json_schema(schema)
+        monkeypatch.setattr(kernel, "compiled", COMPILED)
+        rng = random.Random(5)
+        steps = 0
+        for _ in range(8):
+            ids, _ended = random_walk(guides["compiled"], guides["compiled"].vocabulary, rng, max_tokens=12)
+            states = {name: guide.initial_state for name, guide in guides.items()}
+            for token_id in ids:
+                for name, guide in guides.items():
+                    monkeypatch.setattr(kernel, "compiled", COMPILED if name == "compiled" else None)
+                    assert guide.allowed_tokens(states[name])[token_id], f"{schema}: {name} refuses a token"
+                masks = {name: guide.allowed_tokens(states[name]) for name, guide in guides.items()}
+                assert np.array_equal(masks["compiled"], masks["numpy"]), schema
+                states = {name: guide.advance(states[name], token_id) for name, guide in guides.items()}
+                steps += 1
+        monkeypatch.setattr(kernel, "compiled", COMPILED)
+        assert steps > 20
 
 
 def test_the_package_build_compiled_the_kernels() -> None:
