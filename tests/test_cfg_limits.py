@@ -146,6 +146,33 @@ def test_precompute_time(vocabulary: constrain.Vocabulary) -> None:
     assert guide.precompute() > 0
 
 
+#: A fuzzed terminal (the grammar fuzzer, seed 5 at 80dced6) whose lexer states after ``\x00`` each hold
+#: thousands of threads: a 17-byte text built 442 of them in 25 s on its first mask.
+FAT_LEXER_TERMINAL = (
+    r"\x00(?s:|\s*(?P<n1>.{1,3}|.{10}|Z}..{2,}){7,}.{1}[\u0107-\u013f\x51-\U00000069\u0039-\U000245c9]"
+    r"|([^\N{LATIN SMALL LETTER K}]{1}[^6-\U00000063\D\U000e0542-\U000e0544]{0,}?)){20,25}\([\D\xb5]"
+)
+
+
+def test_a_first_visit_mask_ends_on_time(smollm2_compiler: constrain.Compiler, smollm2: object) -> None:
+    """A first-visit mask builds lexer states as the vocabulary walk reaches them, and nothing
+    bounded its time (the fuzzer's hang guard fired after 120 s under timeout_s=5). Now it runs on
+    a first visit's clock, checked before each lexer state, and ends in the limit; the guide stays
+    usable (the states built so far are kept)."""
+    limits = Limits(timeout_s=2.0)
+    guide = smollm2_compiler.grammar(f"start: T\nT: /{FAT_LEXER_TERMINAL}/\n", limits=limits)
+    ids = smollm2.encode("\x00" + "x" * 14 + "(1", add_special_tokens=False)  # type: ignore[attr-defined]
+    state = guide.initial_state
+    began = time.monotonic()
+    with pytest.raises(LimitExceededError) as error:
+        for token in ids:
+            guide.allowed_tokens(state)
+            state = guide.advance(state, token)
+    check(error, "timeout_s", 2.0)
+    assert time.monotonic() - began < 2.0 * 1.1 + 0.1 + 1.0
+    assert guide.allowed_tokens(guide.initial_state).any()
+
+
 # ---------------------------------------------------------------------- max_parser_stack
 
 

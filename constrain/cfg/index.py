@@ -38,6 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..core.cache import BoundedCache
+from ..core.limits import visit_deadline
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
 from .lexer import DEAD, UNEXPANDED, LexerDFA
@@ -130,7 +131,7 @@ class MaskIndex(Shared):
                 # one read, as if it had been recomputed.
                 self.grammar.note_floor(stacks.depth[stack] - depth + 1)
                 return found
-        with self.grammar.track() as floor:
+        with self.grammar.track() as floor, visit_deadline(self.grammar.limits.timeout_s):
             packed = self._compute(state).view(np.uint8)
         self.computed += 1
         floor.value = min(floor.value, stacks.depth[stack])  # the top entry picks the lexer context

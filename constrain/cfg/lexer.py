@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from ..core.limits import check_visit_deadline
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
 from .pyregex import PriorityNFA
@@ -272,6 +273,10 @@ class LexerDFA(Shared):
         return state
 
     def _expand_one(self, state: int) -> None:
+        # A state of long bounded repeats holds thousands of threads, and a first-visit mask
+        # can build hundreds of them (a fuzzed terminal: 442 states, 25 s): its clock is checked
+        # before each, so a first visit ends within timeout_s and one state's time
+        check_visit_deadline("while building the lexer states of a first-visit mask")
         main, _match, shadow, _emit = self._keys[state]
         row = np.full(256, DEAD, dtype=np.int32)
         if main:  # a final-only state has no successors: the lexeme ended here

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
+from typing import Iterator
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, LimitExceededError
 
-__all__ = ["Limits"]
+__all__ = ["Limits", "visit_deadline", "check_visit_deadline"]
 
 
 @dataclass(frozen=True)
@@ -28,8 +32,9 @@ class Limits:
     ``timeout_s``
         Time spent compiling: building a pattern's automaton, ``precompute()``, and
         building a grammar's tables (lark's own LALR construction included). A part
-        built on first visit (see :class:`ByteNFA`) and a product's liveness search
-        on a first visit each get this long again.
+        built on first visit (see :class:`ByteNFA`), a product's liveness search
+        on a first visit and a grammar guide's first-visit mask (its vocabulary walk
+        and the lexer states it builds) each get this long again (``visit_deadline``).
     ``max_parser_stack``
         Grammar guides only, and the one limit set by the generated text rather
         than by the pattern: the deepest LALR parser stack a sequence may reach
@@ -91,3 +96,33 @@ class Limits:
                     raise ConfigurationError(f"Limits.timeout_s must be a number of seconds ≥ 0, not {value!r}")
             elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"Limits.{spec.name} must be an integer ≥ 1, not {value!r}")
+
+
+_VISIT = threading.local()
+
+
+@contextmanager
+def visit_deadline(timeout_s: float) -> Iterator[float]:
+    """The deadline of the first visit under way on this thread, or a new one ``timeout_s`` away.
+
+    A first visit can build a deferred part, whose products search their parts, whose rows
+    build deferred parts of their own: each given a fresh ``timeout_s``, a chain of them ran
+    for minutes. The outermost one sets the clock; everything it sets off shares it.
+    """
+    outer = getattr(_VISIT, "deadline", None)
+    if outer is None:
+        _VISIT.deadline = time.monotonic() + timeout_s
+        _VISIT.timeout_s = timeout_s
+    try:
+        yield _VISIT.deadline
+    finally:
+        if outer is None:
+            _VISIT.deadline = None
+
+
+def check_visit_deadline(stage: str) -> None:
+    """Raise the ``timeout_s`` limit where the first visit under way on this thread is past its
+    deadline (nothing where none is under way: a compile keeps its own clock)."""
+    deadline = getattr(_VISIT, "deadline", None)
+    if deadline is not None and time.monotonic() > deadline:
+        raise LimitExceededError("timeout_s", _VISIT.timeout_s, f"time ran out {stage}; raise Limits.timeout_s")

@@ -26,13 +26,13 @@ import heapq
 import itertools
 import threading
 import time
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .. import kernel
+from ..core.limits import visit_deadline
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
 
@@ -40,27 +40,6 @@ __all__ = ["DEAD", "Automaton", "EndsWithDFA", "ProductDFA", "add_run", "merge_r
 
 #: Transition target meaning "no match is possible any more".
 DEAD = -1
-
-_VISIT = threading.local()
-
-
-@contextmanager
-def visit_deadline(timeout_s: float) -> Iterator[float]:
-    """The deadline of the first visit under way on this thread, or a new one ``timeout_s`` away.
-
-    A first visit can build a deferred part, whose products search their parts, whose rows
-    build deferred parts of their own: each given a fresh ``timeout_s``, a chain of them ran
-    for minutes. The outermost one sets the clock; everything it sets off shares it.
-    """
-    outer = getattr(_VISIT, "deadline", None)
-    if outer is None:
-        _VISIT.deadline = time.monotonic() + timeout_s
-    try:
-        yield _VISIT.deadline
-    finally:
-        if outer is None:
-            _VISIT.deadline = None
-
 
 class Automaton(Protocol):
     """What a product needs of a part: a start, a row of 256 successors, finality.
