@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
+from .inclusion import contained
 from .algebra import DEAD, Automaton, EndsWithDFA, ProductDFA, Run, add_run, runs_of, visit_deadline
 from .nested import HOLE, NestedDFA
 from .tree import (
@@ -1105,7 +1106,16 @@ def _narrow(node: Node) -> Node:
             # a - (b | c) = a - b - c: each alternative a part of the product itself, where as one
             # part it would be a lazy DFA whose states are the sets of its options' product states
             kept += part.options if isinstance(part, Alt) else [part] if part != NOTHING else []
-        return Difference(base, tuple(dict.fromkeys(kept))) if kept else base
+        kept = list(dict.fromkeys(kept))
+        if any(contained(base, part) for part in kept):
+            # empty, shown by the trees: the product's search could only run out of budget here
+            # where a part nests without bound (see ``inclusion``)
+            return NOTHING
+        # a subtracted part inside another takes nothing away that the other does not
+        kept = [part for i, part in enumerate(kept)
+                if not any(j != i and contained(part, other) and not (j > i and contained(other, part))
+                           for j, other in enumerate(kept))]  # fmt: skip
+        return Difference(base, tuple(kept)) if kept else base
     if isinstance(node, Intersect):
         first = _first(node)
         parts: list[Node] = []
