@@ -275,7 +275,7 @@ class LexerDFA(Shared):
     def _expand_one(self, state: int) -> None:
         # A state of long bounded repeats holds thousands of threads, and a first-visit mask
         # can build hundreds of them (a fuzzed terminal: 442 states, 25 s): its clock is checked
-        # before each, so a first visit ends within timeout_s and one state's time
+        # before each, so a first visit ends within timeout_s plus the time of one state
         check_visit_deadline("while building the lexer states of a first-visit mask")
         main, _match, shadow, _emit = self._keys[state]
         row = np.full(256, DEAD, dtype=np.int32)
