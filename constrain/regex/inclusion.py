@@ -164,8 +164,7 @@ class _Prover:
         if isinstance(a, Tick):
             return True
         if isinstance(a, Multiple):
-            return isinstance(star.node, CharSet) and all(
-                any(lo <= ord(c) <= hi for lo, hi in star.node.ranges) for c in "-.0123456789")
+            return isinstance(star.node, CharSet) and _chars_in(_NUMBER_CHARS, star.node, any_length=True)
         if isinstance(a, Concat):
             return all(sub(part, star, depth) for part in a.parts)
         if isinstance(a, Repeat):
@@ -259,6 +258,8 @@ class _Prover:
 
 
 _HOLE_TEXT = bytes([HOLE])
+#: Every character a :class:`Multiple` spells (a sign, digits, a decimal point; no exponent).
+_NUMBER_CHARS = Literals((b"-.0123456789",))
 
 
 def _substitute(node: Node, by: Node) -> Node | None:
