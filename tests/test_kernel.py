@@ -18,7 +18,7 @@ import pytest
 
 import constrain
 from constrain import kernel
-from constrain.regex import algebra
+from constrain.regex import algebra, automaton
 from constrain.guide import allocate_bitmask, bitmask_from_token_ids
 from constrain.testing import random_walk
 
@@ -233,9 +233,36 @@ def test_merge_agrees_with_numpy() -> None:
 
 
 @needs_kernel
+def test_sweep_agrees_with_python() -> None:
+    """A subset state's moves cut into runs, compiled and Python, on random sorted moves (ranges
+    that nest, touch and repeat, targets shared and distinct); and a wrong move is refused."""
+    rng = random.Random(12)
+    overlapping = 0
+    for _ in range(3000):
+        moves = []
+        for _ in range(rng.randrange(0, 12)):
+            low = rng.randrange(256)
+            high = min(255, low + rng.choice((0, 0, 1, 9, 40, 200)))
+            moves.append((low, high, (rng.randrange(5), (rng.randrange(3),) * rng.randrange(2))))
+        moves.sort()
+        expected = automaton.sweep_runs(moves)
+        assert COMPILED.sweep(moves) == expected
+        overlapping += any(isinstance(targets, frozenset) for _, _, targets in expected)
+        for low, high, targets in expected:  # each run's targets are the moves over its bytes
+            covering = {move for lo, hi, move in moves if lo <= low and high <= hi}
+            assert covering == (set(targets) if isinstance(targets, frozenset) else {targets})
+            assert not any(lo <= low <= hi < high or low < lo <= high for lo, hi, _ in moves)
+    assert overlapping > 1000
+    with pytest.raises(TypeError, match="low, high, target"):
+        COMPILED.sweep([(1, 2)])
+    with pytest.raises(ValueError, match="0..255"):
+        COMPILED.sweep([(3, 256, (0, ()))])
+
+
+@needs_kernel
 def test_products_are_the_same_either_way(monkeypatch: pytest.MonkeyPatch, smollm2: object) -> None:
     """Guides whose automata are products (``not``, an overlapping ``oneOf``, ``allOf`` of
-    patterns), compiled with the merge kernel and without: the same rows at every state a walk of
+    patterns), compiled with the merge and sweep kernels and without: the same rows at every state a walk of
     random tokens meets."""
     schemas: list[dict[str, Any]] = [
         SCHEMAS[1],

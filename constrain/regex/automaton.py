@@ -30,6 +30,7 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import kernel
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
 from .inclusion import contained
@@ -1410,6 +1411,42 @@ def pending_code(cell: int) -> int:
     return DEAD - 1 - cell
 
 
+def sweep_runs(
+    moves: list[tuple[int, int, VirtualState]],
+) -> list[tuple[int, int, "VirtualState | frozenset[VirtualState]"]]:
+    """A state's moves ``(low, high, target)``, sorted, cut into runs of bytes with one set of
+    targets: the one target where a single distinct one covers the run, else their frozenset.
+
+    The Python path of the compiled ``sweep`` (``_kernel.c``), with the same result. Nearly
+    every state's moves are disjoint ranges (a key's next letter, a string character's
+    ``[^"\\]`` as a few runs), each then a run of its own; where they overlap (the states of
+    several branches at a string's interior), moves over the same range open and close
+    together, so the cut between two boundaries touches groups, not moves.
+    """
+    if all(a[1] < b[0] for a, b in zip(moves, moves[1:])):
+        return [(lo, hi, move) for lo, hi, move in moves]
+    groups: dict[tuple[int, int], list[VirtualState]] = {}
+    for lo, hi, move in moves:
+        groups.setdefault((lo, hi), []).append(move)
+    bounds: dict[int, list[tuple[bool, tuple[int, int]]]] = {}
+    for span in groups:
+        bounds.setdefault(span[0], []).append((True, span))
+        bounds.setdefault(span[1] + 1, []).append((False, span))
+    active: set[tuple[int, int]] = set()
+    cuts = sorted(bounds)
+    runs: list[tuple[int, int, VirtualState | frozenset[VirtualState]]] = []
+    for at, until in zip(cuts, cuts[1:]):
+        for opens, span in bounds[at]:
+            if opens:
+                active.add(span)
+            else:
+                active.discard(span)
+        if active:
+            targets = frozenset(move for span in active for move in groups[span])
+            runs.append((at, until - 1, next(iter(targets)) if len(targets) == 1 else targets))
+    return runs
+
+
 class LazyDFA(Shared):
     """Subset construction on demand: a DFA state is created when first reached.
 
@@ -1605,11 +1642,9 @@ class LazyDFA(Shared):
     def _expand_one(self, state: int) -> None:
         """Fill the state's row: one move per run of bytes that lead to the same NFA targets.
 
-        Nearly every state's moves are disjoint byte ranges (a key's next letter, a string
-        character's ``[^"\\]`` as a few runs): each range is then one run, in byte order.
-        Where moves overlap, a sweep over the ranges' boundaries visits each run of bytes
-        once. A run's successor is keyed by its targets (one virtual state, or a frozenset
-        of several), so states that move to the same targets share one closure.
+        The moves are cut into runs of bytes with one set of targets (``sweep_runs``, or the
+        compiled ``sweep``). A run's successor is keyed by its targets (one virtual state, or
+        a frozenset of several), so states that move to the same targets share one closure.
 
         A successor not built before is left *pending* (``_place``): its closure is taken
         when something reads that cell. A token walk reads only the bytes some token
@@ -1630,11 +1665,9 @@ class LazyDFA(Shared):
         moves.sort()
         pending: list[int] = []
         placed: list[Run] = []
-        if all(a[1] < b[0] for a, b in zip(moves, moves[1:])):
-            for lo, hi, move in moves:
-                self._place(state, lo, hi, move, pending, placed)
-        else:
-            self._sweep(state, moves, pending, placed)
+        cut = kernel.compiled.sweep if kernel.compiled is not None else sweep_runs
+        for lo, hi, targets in cut(moves):
+            self._place(state, lo, hi, targets, pending, placed)
         if pending:
             self._unresolved[state] = pending
         self._placed[state] = placed
@@ -1653,32 +1686,6 @@ class LazyDFA(Shared):
         if successor != DEAD:
             self.table[state, low : high + 1] = successor
             placed.append((low, high, successor))
-
-    def _sweep(
-        self, state: int, moves: list[tuple[int, int, VirtualState]], pending: list[int], placed: list[Run]
-    ) -> None:
-        """Overlapping moves: one successor per run of bytes between the ranges' boundaries."""
-        # Moves over the same range (the states of several branches at a string's interior)
-        # open and close together: one group each, so a cut touches groups, not moves.
-        groups: dict[tuple[int, int], list[VirtualState]] = {}
-        for lo, hi, move in moves:
-            groups.setdefault((lo, hi), []).append(move)
-        bounds: dict[int, list[tuple[bool, tuple[int, int]]]] = {}
-        for span in groups:
-            bounds.setdefault(span[0], []).append((True, span))
-            bounds.setdefault(span[1] + 1, []).append((False, span))
-        active: set[tuple[int, int]] = set()
-        cuts = sorted(bounds)
-        for at, until in zip(cuts, cuts[1:]):
-            for opens, span in bounds[at]:
-                if opens:
-                    active.add(span)
-                else:
-                    active.discard(span)
-            if not active:
-                continue
-            targets = frozenset(move for span in active for move in groups[span])
-            self._place(state, at, until - 1, next(iter(targets)) if len(targets) == 1 else targets, pending, placed)
 
     def _successor(self, targets: "VirtualState | frozenset[VirtualState]") -> int:
         """The state the closure of ``targets`` (one virtual state or several) interns to; cached."""
