@@ -251,3 +251,26 @@ def test_a_word_is_an_item_of_its_own(compiler: constrain.Compiler, tokenizer: o
     for text in ['["null", null, "true", true, false]', "[null, null]", '[false, "x", false]', "[true, false]",
                  '[null, "a", "b", "a"]']:  # fmt: skip
         assert accepts(guide, tokenize_continuation(tokenizer, text)) == validator.is_valid(json.loads(text)), text
+
+
+@pytest.mark.parametrize("pattern", [r"[ab]{0,3}", r"(x|yz|\\q)?", r"[a-c]{2}d|[a-c]{2}", r"(ab|a)(b|)", r"a*|b", r"q\\?y{1,2}"])
+def test_the_spellings_counted_are_the_texts_without_a_backslash(pattern: str) -> None:
+    """``plain_spellings`` (how many values the items have, for ``minItems``) against Python's
+    ``re`` over every text of up to five letters of the patterns' alphabet (each finite language
+    here lies inside it), capped at several heights; an endless language counts as the cap."""
+    import itertools
+    import re
+    import time
+
+    from constrain.core.limits import Limits
+    from constrain.regex.automaton import ByteNFA, LazyDFA
+    from constrain.regex.counting import plain_spellings
+    from constrain.regex.parse import parse_regex
+
+    texts = ["".join(letters) for n in range(6) for letters in itertools.product("abcdqxyz\\", repeat=n)]
+    matching = sum(1 for text in texts if "\\" not in text and re.fullmatch(pattern, text))
+    endless = "*" in pattern
+    for cap in (1, 5, 12, 1000):
+        dfa = LazyDFA(ByteNFA(parse_regex(pattern), Limits()))
+        expected = cap if endless else min(cap, matching)
+        assert plain_spellings(dfa, cap, time.monotonic() + 10) == expected, (pattern, cap)

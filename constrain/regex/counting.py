@@ -8,6 +8,8 @@ Both questions are answered on the explored automaton, once per schema.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .automaton import DEAD, LazyDFA
 
 __all__ = ["endless", "plain_spellings"]
@@ -20,7 +22,7 @@ def _peeled(dfa: LazyDFA, deadline: float) -> tuple[set[int], list[set[int]]]:
     peeling: a state whose successors are all peeled is peeled.
     """
     count = dfa.explore(deadline)
-    successors = [set(int(t) for t in dfa.table[s] if t != DEAD) for s in range(count)]
+    successors = [set(np.unique(row[row != DEAD]).tolist()) for row in dfa.table[:count]]
     predecessors: list[list[int]] = [[] for _ in range(count)]
     for s, targets in enumerate(successors):
         for t in targets:
@@ -46,21 +48,34 @@ def endless(dfa: LazyDFA, deadline: float) -> bool:
 
 def plain_spellings(dfa: LazyDFA, cap: int, deadline: float) -> int:
     """How many texts without a backslash ``dfa`` accepts, counted up to ``cap`` (each is another
-    value). A state that reaches a cycle has endless ones (a free string beside ``null``)."""
+    value). A state that reaches a cycle has endless ones (a free string beside ``null``).
+
+    Rows are read with numpy, each state's once: on winget-pkgs-locale (an array of unique tags
+    of at most 40 characters, explored whole) reading 256 cells a visit in Python took 1.1 s."""
     peeled, _ = _peeled(dfa, deadline)
     counts: dict[int, int] = {}
+    moves: dict[int, list[tuple[int, int]]] = {}
+    readable = np.ones(256, dtype=bool)
+    readable[0x5C] = False  # a backslash spells a value another spelling has too
     stack = [dfa.start]
     while stack:  # depth first, a state counted once its successors are (iterative: maxLength may be deep)
         state = stack[-1]
+        if state in counts:  # (pushed again by another predecessor)
+            stack.pop()
+            continue
         if state not in peeled:
             counts[state] = cap
             stack.pop()
             continue
-        targets = [int(t) for b, t in enumerate(dfa.table[state]) if t != DEAD and b != 0x5C]
-        waiting = [t for t in targets if t not in counts]
+        targets = moves.get(state)
+        if targets is None:  # each successor once, with how many bytes lead there (each another text)
+            row = dfa.table[state]
+            successors, bytes_to = np.unique(row[readable & (row != DEAD)], return_counts=True)
+            targets = moves[state] = list(zip(successors.tolist(), bytes_to.tolist()))
+        waiting = [t for t, _ in targets if t not in counts]
         if waiting:
             stack.extend(waiting)
             continue
         stack.pop()
-        counts[state] = min(cap, int(dfa.is_final(state)) + sum(counts[t] for t in targets))
+        counts[state] = min(cap, int(dfa.is_final(state)) + sum(counts[t] * n for t, n in targets))
     return counts[dfa.start]
