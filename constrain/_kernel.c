@@ -1,6 +1,7 @@
 /* Compiled kernels: the token-trie walk of a token index (constrain/regex/index.py), the merge
  * of a product state's part rows (constrain/regex/algebra.py, see ``merge``) and the cut of a
- * subset state's byte moves into runs (constrain/regex/automaton.py, see ``sweep``).
+ * subset state's byte moves into runs written into its row (constrain/regex/automaton.py, see
+ * ``sweep`` and ``place``).
  *
  * Why C: a token index builds a state's row by walking every token of the vocabulary's byte
  * trie through the byte automaton. In numpy that is one vectorized step per trie depth, about
@@ -9,7 +10,7 @@
  * a depth-first loop over the trie's flat arrays: a few nanoseconds per node.
  *
  * The kernel never builds automaton states itself (that is Python: closures, counters, embedded
- * automata; ``sweep`` only cuts a state's moves into runs). A node whose state has no row yet is handed back as pending; the caller
+ * automata; ``sweep`` and ``place`` only cut a state's moves into runs and write its row). A node whose state has no row yet is handed back as pending; the caller
  * expands those states and calls again with the pending nodes as the new tasks. The loop runs
  * without the GIL, on buffers the caller holds.
  *
@@ -642,6 +643,94 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(place_doc,
+"place(state, runs, known, pending, row) -> (placed, codes)\n"
+"\n"
+"Write the ``runs`` ``(low, high, targets)`` of ``state`` (from ``sweep``) into its 256-cell\n"
+"int32 ``row``: the successor ``known[targets]`` where that dict holds one, else a pending cell\n"
+"(``DEAD - 1 - code``, where ``code`` is the index of the entry ``(state, low, high, targets)``\n"
+"appended to the list ``pending``). Returns the runs with a cell other than DEAD as\n"
+"``(low, high, cell)`` and the new codes: ``LazyDFA._place`` (constrain/regex/automaton.py), run\n"
+"for every run of every state a walk or a product search expands.");
+
+static PyObject *
+place(PyObject *self, PyObject *args)
+{
+    PyObject *o_state, *o_runs, *known, *pending, *o_row;
+    if (!PyArg_ParseTuple(args, "OOO!O!O", &o_state, &o_runs, &PyDict_Type, &known, &PyList_Type, &pending, &o_row)) {
+        return NULL;
+    }
+    Buffers b = {.held = 0};
+    int32_t *row;
+    Py_ssize_t cells;
+    PyObject *result = NULL, *placed = NULL, *codes = NULL;
+    PyObject *seq = PySequence_Fast(o_runs, "place: runs must be a sequence");
+    if (seq == NULL) {
+        return NULL;
+    }
+    if (take(&b, o_row, 4, 1, "row", &row, &cells) < 0) {
+        goto done;
+    }
+    if (row == NULL || cells != 256) {
+        PyErr_SetString(PyExc_ValueError, "place: row holds 256 int32 cells");
+        goto done;
+    }
+    placed = PyList_New(0);
+    codes = PyList_New(0);
+    if (placed == NULL || codes == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *run = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(run) || PyTuple_GET_SIZE(run) != 3) {
+            PyErr_SetString(PyExc_TypeError, "place: each run is a (low, high, targets) tuple");
+            goto done;
+        }
+        long low = PyLong_AsLong(PyTuple_GET_ITEM(run, 0)), high = PyLong_AsLong(PyTuple_GET_ITEM(run, 1));
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+        if (low < 0 || high > 255 || low > high) {
+            PyErr_SetString(PyExc_ValueError, "place: a run's bytes lie within 0..255, low <= high");
+            goto done;
+        }
+        PyObject *targets = PyTuple_GET_ITEM(run, 2);
+        PyObject *successor = PyDict_GetItemWithError(known, targets); /* borrowed */
+        long cell;
+        if (successor != NULL) {
+            cell = PyLong_AsLong(successor);
+            if (cell == -1 && PyErr_Occurred()) {
+                goto done;
+            }
+        } else {
+            if (PyErr_Occurred()) {
+                goto done;
+            }
+            Py_ssize_t code = PyList_GET_SIZE(pending);
+            if (append_new(codes, PyLong_FromSsize_t(code)) < 0
+                || append_new(pending, Py_BuildValue("(OllO)", o_state, low, high, targets)) < 0) {
+                goto done;
+            }
+            cell = DEAD - 1 - (long)code;
+        }
+        if (cell != DEAD) {
+            for (long byte = low; byte <= high; byte++) {
+                row[byte] = (int32_t)cell;
+            }
+            if (append_new(placed, Py_BuildValue("(lll)", low, high, cell)) < 0) {
+                goto done;
+            }
+        }
+    }
+    result = PyTuple_Pack(2, placed, codes);
+done:
+    release(&b);
+    Py_XDECREF(placed);
+    Py_XDECREF(codes);
+    Py_DECREF(seq);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, walk_doc},
     {"scatter", scatter, METH_VARARGS, scatter_doc},
@@ -649,6 +738,7 @@ static PyMethodDef methods[] = {
     {"unpack", unpack, METH_VARARGS, unpack_doc},
     {"merge", merge, METH_VARARGS, merge_doc},
     {"sweep", sweep, METH_VARARGS, sweep_doc},
+    {"place", place, METH_VARARGS, place_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -662,7 +752,7 @@ PyInit__kernel(void)
 {
     PyObject *m = PyModule_Create(&module);
     /* What the Python side checks before it uses these kernels (constrain/kernel.py): 2 hands back
-       tasks with pending successors, 3 adds unpack, 4 merge, 5 sweep. A build older than its Python is left unused, not
+       tasks with pending successors, 3 adds unpack, 4 merge, 5 sweep and place. A build older than its Python is left unused, not
        misread. */
     if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 5) < 0) {
         Py_DECREF(m);

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -260,9 +261,39 @@ def test_sweep_agrees_with_python() -> None:
 
 
 @needs_kernel
+def test_place_agrees_with_python() -> None:
+    """A state's runs written into its row, compiled and through ``LazyDFA._place``: the same
+    cells, placed runs, pending codes and pending entries, with successors known, unknown and
+    dead; and a wrong row or run is refused."""
+    rng = random.Random(13)
+    for _ in range(2000):
+        targets = [(rng.randrange(6), (rng.randrange(2),)) for _ in range(6)]
+        known = {t: rng.choice((-1, rng.randrange(50))) for t in targets if rng.random() < 0.5}
+        moves = sorted((low, min(255, low + rng.choice((0, 3, 60))), rng.choice(targets))
+                       for low in rng.sample(range(256), rng.randrange(0, 9)))  # fmt: skip
+        runs = automaton.sweep_runs(moves)
+        state = rng.randrange(4)
+        before = [("old", 0, 0, targets[0])] * rng.randrange(3)
+        python = SimpleNamespace(_moves=known, _pending=list(before), table=np.full((4, 256), -1, np.int32))
+        pending: list[int] = []
+        placed: list[Any] = []
+        for low, high, run_targets in runs:
+            automaton.LazyDFA._place(python, state, low, high, run_targets, pending, placed)  # type: ignore[arg-type]
+        compiled_pending = list(before)
+        table = np.full((4, 256), -1, np.int32)
+        assert COMPILED.place(state, runs, known, compiled_pending, table[state]) == (placed, pending)
+        assert compiled_pending == python._pending
+        assert np.array_equal(table, python.table)
+    with pytest.raises(ValueError, match="256 int32"):
+        COMPILED.place(0, [], {}, [], np.zeros(255, np.int32))
+    with pytest.raises(ValueError, match="0..255"):
+        COMPILED.place(0, [(5, 4, (0, ()))], {}, [], np.zeros(256, np.int32))
+
+
+@needs_kernel
 def test_products_are_the_same_either_way(monkeypatch: pytest.MonkeyPatch, smollm2: object) -> None:
     """Guides whose automata are products (``not``, an overlapping ``oneOf``, ``allOf`` of
-    patterns), compiled with the merge and sweep kernels and without: the same rows at every state a walk of
+    patterns), compiled with the merge, sweep and place kernels and without: the same rows at every state a walk of
     random tokens meets."""
     schemas: list[dict[str, Any]] = [
         SCHEMAS[1],

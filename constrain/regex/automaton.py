@@ -1663,11 +1663,13 @@ class LazyDFA(Shared):
                         runs = self._embedded_runs[q, counters[-1]] = runs_of(embedded[q], counters[-1])
                     moves += [(lo, hi, (q, counters[:-1] + (inner,))) for lo, hi, inner in runs]
         moves.sort()
-        pending: list[int] = []
-        placed: list[Run] = []
-        cut = kernel.compiled.sweep if kernel.compiled is not None else sweep_runs
-        for lo, hi, targets in cut(moves):
-            self._place(state, lo, hi, targets, pending, placed)
+        compiled = kernel.compiled
+        if compiled is not None:
+            placed, pending = compiled.place(state, compiled.sweep(moves), self._moves, self._pending, self.table[state])
+        else:
+            pending, placed = [], []
+            for lo, hi, targets in sweep_runs(moves):
+                self._place(state, lo, hi, targets, pending, placed)
         if pending:
             self._unresolved[state] = pending
         self._placed[state] = placed
@@ -1677,7 +1679,8 @@ class LazyDFA(Shared):
         self, state: int, low: int, high: int, targets: "VirtualState | frozenset[VirtualState]",
         pending: list[int], placed: list[Run],
     ) -> None:
-        """Set the cells ``low..high`` of ``state``: the successor if built, else a pending code."""
+        """Set the cells ``low..high`` of ``state``: the successor if built, else a pending code
+        (the Python path of the compiled ``place``)."""
         successor = self._moves.get(targets)
         if successor is None:
             pending.append(len(self._pending))
