@@ -529,6 +529,29 @@ done:
     return result;
 }
 
+/* Read ``item`` as ``(low, high, target)`` with a byte range low..high: its bounds and its target
+   (borrowed). -1 with an exception set, naming ``what`` (e.g. "sweep: a move"), where it is not. */
+static int
+byte_range(PyObject *item, const char *what, int *low, int *high, PyObject **target)
+{
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+        PyErr_Format(PyExc_TypeError, "%s is a (low, high, target) tuple", what);
+        return -1;
+    }
+    long lo = PyLong_AsLong(PyTuple_GET_ITEM(item, 0)), hi = PyLong_AsLong(PyTuple_GET_ITEM(item, 1));
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (lo < 0 || hi > 255 || lo > hi) {
+        PyErr_Format(PyExc_ValueError, "%s's bytes lie within 0..255, low <= high", what);
+        return -1;
+    }
+    *low = (int)lo;
+    *high = (int)hi;
+    *target = PyTuple_GET_ITEM(item, 2);
+    return 0;
+}
+
 PyDoc_STRVAR(sweep_doc,
 "sweep(moves) -> runs\n"
 "\n"
@@ -563,24 +586,12 @@ sweep(PyObject *self, PyObject *args)
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *move = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(move) || PyTuple_GET_SIZE(move) != 3) {
-            PyErr_SetString(PyExc_TypeError, "sweep: each move is a (low, high, target) tuple");
+        /* (targets borrowed: seq holds the moves) */
+        if (byte_range(PySequence_Fast_GET_ITEM(seq, i), "sweep: a move", &lows[i], &highs[i], &targets[i]) < 0) {
             goto done;
         }
-        long low = PyLong_AsLong(PyTuple_GET_ITEM(move, 0)), high = PyLong_AsLong(PyTuple_GET_ITEM(move, 1));
-        if (PyErr_Occurred()) {
-            goto done;
-        }
-        if (low < 0 || high > 255 || low > high) {
-            PyErr_SetString(PyExc_ValueError, "sweep: a move's bytes lie within 0..255, low <= high");
-            goto done;
-        }
-        lows[i] = (int)low;
-        highs[i] = (int)high;
-        targets[i] = PyTuple_GET_ITEM(move, 2); /* borrowed: seq holds the moves */
-        cut[low] = 1;
-        cut[high + 1] = 1;
+        cut[lows[i]] = 1;
+        cut[highs[i] + 1] = 1;
     }
     result = PyList_New(0);
     if (result == NULL) {
@@ -681,20 +692,11 @@ place(PyObject *self, PyObject *args)
         goto done;
     }
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-        PyObject *run = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(run) || PyTuple_GET_SIZE(run) != 3) {
-            PyErr_SetString(PyExc_TypeError, "place: each run is a (low, high, targets) tuple");
+        int low, high;
+        PyObject *targets;
+        if (byte_range(PySequence_Fast_GET_ITEM(seq, i), "place: a run", &low, &high, &targets) < 0) {
             goto done;
         }
-        long low = PyLong_AsLong(PyTuple_GET_ITEM(run, 0)), high = PyLong_AsLong(PyTuple_GET_ITEM(run, 1));
-        if (PyErr_Occurred()) {
-            goto done;
-        }
-        if (low < 0 || high > 255 || low > high) {
-            PyErr_SetString(PyExc_ValueError, "place: a run's bytes lie within 0..255, low <= high");
-            goto done;
-        }
-        PyObject *targets = PyTuple_GET_ITEM(run, 2);
         PyObject *successor = PyDict_GetItemWithError(known, targets); /* borrowed */
         long cell;
         if (successor != NULL) {
@@ -708,16 +710,16 @@ place(PyObject *self, PyObject *args)
             }
             Py_ssize_t code = PyList_GET_SIZE(pending);
             if (append_new(codes, PyLong_FromSsize_t(code)) < 0
-                || append_new(pending, Py_BuildValue("(OllO)", o_state, low, high, targets)) < 0) {
+                || append_new(pending, Py_BuildValue("(OiiO)", o_state, low, high, targets)) < 0) {
                 goto done;
             }
             cell = DEAD - 1 - (long)code;
         }
         if (cell != DEAD) {
-            for (long byte = low; byte <= high; byte++) {
+            for (int byte = low; byte <= high; byte++) {
                 row[byte] = (int32_t)cell;
             }
-            if (append_new(placed, Py_BuildValue("(lll)", low, high, cell)) < 0) {
+            if (append_new(placed, Py_BuildValue("(iil)", low, high, cell)) < 0) {
                 goto done;
             }
         }
