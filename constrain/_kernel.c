@@ -733,6 +733,192 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(closure_doc,
+"closure(q, seen, epsilon, edges, live, accept, special) -> (reading, special_states)\n"
+"\n"
+"The plain part of an epsilon closure (``LazyDFA._closure``, constrain/regex/automaton.py):\n"
+"from NFA state ``q`` along ``epsilon`` (a list of target lists) through states that no dict of\n"
+"the tuple ``special`` holds (deferred stubs, counter operations, embedded automata, bounded\n"
+"lengths: their counters change, which is Python's part). ``seen`` (a set of states, shared\n"
+"with the caller for one counter stack) is read and extended. Returns the live plain states\n"
+"that read a byte (``edges[s]`` not empty) or are ``accept``, and the special states met, not\n"
+"entered. ``plain_closure`` is the Python path. Most states of a Thompson NFA are plain, and\n"
+"the closure was the first item of every first walk's profile.");
+
+static PyObject *
+closure(PyObject *self, PyObject *args)
+{
+    PyObject *q, *seen, *epsilon, *edges, *o_live, *special;
+    long accept;
+    if (!PyArg_ParseTuple(args, "OO!O!O!OlO!", &q, &PySet_Type, &seen, &PyList_Type, &epsilon, &PyList_Type,
+                          &edges, &o_live, &accept, &PyTuple_Type, &special)) {
+        return NULL;
+    }
+    Buffers b = {.held = 0};
+    const unsigned char *live;
+    Py_ssize_t states;
+    PyObject *result = NULL, *reading = PyList_New(0), *met = PyList_New(0);
+    Py_ssize_t size = 64, top = 0;
+    PyObject **stack = PyMem_Malloc((size_t)size * sizeof(PyObject *));
+    if (reading == NULL || met == NULL) {
+        goto done;
+    }
+    if (stack == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (take(&b, o_live, 1, 0, "live", &live, &states) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(special); j++) {
+        if (!PyDict_Check(PyTuple_GET_ITEM(special, j))) {
+            PyErr_SetString(PyExc_TypeError, "closure: special holds dicts");
+            goto done;
+        }
+    }
+    stack[top++] = q; /* borrowed: the caller's q, then the epsilon lists' items */
+    while (top > 0) {
+        PyObject *state = stack[--top];
+        int is_special = 0;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(special) && !is_special; j++) {
+            is_special = PyDict_Contains(PyTuple_GET_ITEM(special, j), state);
+            if (is_special < 0) {
+                goto done;
+            }
+        }
+        if (is_special) {
+            if (PyList_Append(met, state) < 0) {
+                goto done;
+            }
+            continue;
+        }
+        Py_ssize_t s = PyLong_AsSsize_t(state);
+        if (s == -1 && PyErr_Occurred()) {
+            goto done;
+        }
+        if (s < 0 || s >= states || s >= PyList_GET_SIZE(epsilon) || s >= PyList_GET_SIZE(edges)) {
+            PyErr_Format(PyExc_IndexError, "closure: state %zd is not in the tables", s);
+            goto done;
+        }
+        if (!live[s]) {
+            continue;
+        }
+        PyObject *out = PyList_GET_ITEM(edges, s);
+        if (!PyList_Check(out)) {
+            PyErr_SetString(PyExc_TypeError, "closure: edges holds lists");
+            goto done;
+        }
+        if ((PyList_GET_SIZE(out) > 0 || s == accept) && PyList_Append(reading, state) < 0) {
+            goto done;
+        }
+        PyObject *targets = PyList_GET_ITEM(epsilon, s);
+        if (!PyList_Check(targets)) {
+            PyErr_SetString(PyExc_TypeError, "closure: epsilon holds lists");
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(targets); i++) {
+            PyObject *target = PyList_GET_ITEM(targets, i);
+            int known = PySet_Contains(seen, target);
+            if (known < 0 || (!known && PySet_Add(seen, target) < 0)) {
+                goto done;
+            }
+            if (known) {
+                continue;
+            }
+            if (top == size) {
+                PyObject **grown = PyMem_Realloc(stack, (size_t)(size *= 2) * sizeof(PyObject *));
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                stack = grown;
+            }
+            stack[top++] = target;
+        }
+    }
+    result = PyTuple_Pack(2, reading, met);
+done:
+    release(&b);
+    PyMem_Free(stack);
+    Py_XDECREF(reading);
+    Py_XDECREF(met);
+    return result;
+}
+
+PyDoc_STRVAR(relocate_doc,
+"relocate(edges, epsilon, base, top, offset) -> None\n"
+"\n"
+"Append to the NFA tables ``edges`` (lists of ``(low, high, target)``) and ``epsilon`` (lists of\n"
+"targets) a copy of the states ``base..top-1``, each target moved by ``offset``; edges that leave\n"
+"the slice are left out (``ByteNFA._instantiate``, constrain/regex/automaton.py, where a node\n"
+"built before is copied: every item of an array of objects, every ``$ref`` to one definition).\n"
+"Copying hundreds of thousands of states a list at a time was the first walks' largest cost.");
+
+static PyObject *
+relocate(PyObject *self, PyObject *args)
+{
+    PyObject *edges, *epsilon;
+    Py_ssize_t base, top, offset;
+    if (!PyArg_ParseTuple(args, "O!O!nnn", &PyList_Type, &edges, &PyList_Type, &epsilon, &base, &top, &offset)) {
+        return NULL;
+    }
+    if (base < 0 || top < base || top > PyList_GET_SIZE(edges) || top > PyList_GET_SIZE(epsilon)) {
+        PyErr_SetString(PyExc_IndexError, "relocate: the slice lies outside the tables");
+        return NULL;
+    }
+    for (Py_ssize_t q = base; q < top; q++) {
+        PyObject *out = PyList_GET_ITEM(edges, q), *free = PyList_GET_ITEM(epsilon, q);
+        if (!PyList_Check(out) || !PyList_Check(free)) {
+            PyErr_SetString(PyExc_TypeError, "relocate: the tables hold lists");
+            return NULL;
+        }
+        PyObject *moved = PyList_New(0);
+        if (moved == NULL) {
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(out); i++) {
+            int low, high;
+            PyObject *o_target;
+            if (byte_range(PyList_GET_ITEM(out, i), "relocate: an edge", &low, &high, &o_target) < 0) {
+                Py_DECREF(moved);
+                return NULL;
+            }
+            Py_ssize_t target = PyLong_AsSsize_t(o_target);
+            if (target == -1 && PyErr_Occurred()) {
+                Py_DECREF(moved);
+                return NULL;
+            }
+            if (base <= target && target < top
+                && append_new(moved, Py_BuildValue("(iin)", low, high, target + offset)) < 0) {
+                Py_DECREF(moved);
+                return NULL;
+            }
+        }
+        if (append_new(edges, moved) < 0) {
+            return NULL;
+        }
+        moved = PyList_New(0);
+        if (moved == NULL) {
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(free); i++) {
+            Py_ssize_t target = PyLong_AsSsize_t(PyList_GET_ITEM(free, i));
+            if (target == -1 && PyErr_Occurred()) {
+                Py_DECREF(moved);
+                return NULL;
+            }
+            if (base <= target && target < top && append_new(moved, PyLong_FromSsize_t(target + offset)) < 0) {
+                Py_DECREF(moved);
+                return NULL;
+            }
+        }
+        if (append_new(epsilon, moved) < 0) {
+            return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, walk_doc},
     {"scatter", scatter, METH_VARARGS, scatter_doc},
@@ -741,6 +927,8 @@ static PyMethodDef methods[] = {
     {"merge", merge, METH_VARARGS, merge_doc},
     {"sweep", sweep, METH_VARARGS, sweep_doc},
     {"place", place, METH_VARARGS, place_doc},
+    {"closure", closure, METH_VARARGS, closure_doc},
+    {"relocate", relocate, METH_VARARGS, relocate_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -754,7 +942,7 @@ PyInit__kernel(void)
 {
     PyObject *m = PyModule_Create(&module);
     /* What the Python side checks before it uses these kernels (constrain/kernel.py): 2 hands back
-       tasks with pending successors, 3 adds unpack, 4 merge, 5 sweep and place. A build older than its Python is left unused, not
+       tasks with pending successors, 3 adds unpack, 4 merge, 5 sweep, place, closure and relocate. A build older than its Python is left unused, not
        misread. */
     if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 5) < 0) {
         Py_DECREF(m);

@@ -291,9 +291,57 @@ def test_place_agrees_with_python() -> None:
 
 
 @needs_kernel
+def test_closure_agrees_with_python() -> None:
+    """The plain part of an epsilon closure, compiled and Python, on random NFAs (cycles, dead
+    states, special states met and not entered, a seen set carried in); and wrong tables are refused."""
+    rng = random.Random(14)
+    met_any = 0
+    for _ in range(2000):
+        n = rng.randrange(1, 30)
+        epsilon = [[rng.randrange(n) for _ in range(rng.choice((0, 1, 1, 2, 3)))] for _ in range(n)]
+        edges = [[(0, 1, rng.randrange(n))] if rng.random() < 0.4 else [] for _ in range(n)]
+        live = bytearray(rng.random() < 0.85 for _ in range(n))
+        special = tuple({q: None for q in rng.sample(range(n), rng.randrange(0, min(n, 4) + 1))} for _ in range(2))
+        q = rng.randrange(n)
+        seen = {q} | set(rng.sample(range(n), rng.randrange(0, min(n, 2) + 1)))
+        python_seen = set(seen)
+        expected = automaton.plain_closure(q, python_seen, epsilon, edges, live, n - 1, special)
+        assert COMPILED.closure(q, seen, epsilon, edges, live, n - 1, special) == expected
+        assert seen == python_seen
+        met_any += bool(expected[1])
+    assert met_any > 300
+    with pytest.raises(IndexError, match="state 3"):
+        COMPILED.closure(0, {0}, [[3]], [[]], bytearray(b"\x01"), 0, ())
+    with pytest.raises(TypeError, match="dicts"):
+        COMPILED.closure(0, {0}, [[]], [[]], bytearray(b"\x01"), 0, ([],))
+
+
+@needs_kernel
+def test_relocate_agrees_with_python() -> None:
+    """A slice of NFA states copied and moved, compiled and as ``ByteNFA._instantiate``'s Python
+    path writes it (edges that leave the slice dropped); and a slice outside the tables is refused."""
+    rng = random.Random(15)
+    for _ in range(500):
+        n = rng.randrange(1, 40)
+        edges = [[(lo, lo + rng.randrange(3), rng.randrange(n)) for lo in rng.sample(range(250), rng.randrange(3))]
+                 for _ in range(n)]  # fmt: skip
+        epsilon = [[rng.randrange(n) for _ in range(rng.randrange(3))] for _ in range(n)]
+        base = rng.randrange(n)
+        top = rng.randrange(base, n + 1)
+        offset = n - base
+        expected_edges = edges + [[(lo, hi, t + offset) for lo, hi, t in edges[q] if base <= t < top]
+                                  for q in range(base, top)]  # fmt: skip
+        expected_epsilon = epsilon + [[t + offset for t in epsilon[q] if base <= t < top] for q in range(base, top)]
+        COMPILED.relocate(edges, epsilon, base, top, offset)
+        assert edges == expected_edges and epsilon == expected_epsilon
+    with pytest.raises(IndexError, match="outside"):
+        COMPILED.relocate([[]], [[]], 0, 2, 1)
+
+
+@needs_kernel
 def test_products_are_the_same_either_way(monkeypatch: pytest.MonkeyPatch, smollm2: object) -> None:
     """Guides whose automata are products (``not``, an overlapping ``oneOf``, ``allOf`` of
-    patterns), compiled with the merge, sweep and place kernels and without: the same rows at every state a walk of
+    patterns), compiled with the merge, sweep, place, closure and relocate kernels and without: the same rows at every state a walk of
     random tokens meets."""
     schemas: list[dict[str, Any]] = [
         SCHEMAS[1],

@@ -279,9 +279,13 @@ class ByteNFA(Shared):
         if (len(self.edges) + size) // 4096 != len(self.edges) // 4096:
             self._check_time()
         # Edges leaving the slice were added by the first build's parents: not part of the node.
+        if kernel.compiled is not None:
+            kernel.compiled.relocate(self.edges, self.epsilon, base, top, offset)
+        else:
+            for q in range(base, top):
+                self.edges.append([(lo, hi, t + offset) for lo, hi, t in self.edges[q] if base <= t < top])
+                self.epsilon.append([t + offset for t in self.epsilon[q] if base <= t < top])
         for q in range(base, top):
-            self.edges.append([(lo, hi, t + offset) for lo, hi, t in self.edges[q] if base <= t < top])
-            self.epsilon.append([t + offset for t in self.epsilon[q] if base <= t < top])
             if q in self.ops:
                 self.ops[q + offset] = self.ops[q]
             if q in self._loops:
@@ -1411,6 +1415,32 @@ def pending_code(cell: int) -> int:
     return DEAD - 1 - cell
 
 
+def plain_closure(
+    q: int, seen: set[int], epsilon: list[list[int]], edges: list[list[tuple[int, int, int]]], live: bytearray,
+    accept: int, special: tuple[dict[int, Any], ...],
+) -> tuple[list[int], list[int]]:
+    """The plain part of an epsilon closure from ``q``: the live states that read a byte or accept,
+    and the special states met (held by a dict of ``special``), not entered; ``seen`` is read and
+    extended. The Python path of the compiled ``closure`` (``_kernel.c``), with the same result."""
+    reading: list[int] = []
+    met: list[int] = []
+    stack = [q]
+    while stack:
+        s = stack.pop()
+        if any(s in table for table in special):
+            met.append(s)
+            continue
+        if not live[s]:
+            continue
+        if edges[s] or s == accept:
+            reading.append(s)
+        for t in epsilon[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return reading, met
+
+
 def sweep_runs(
     moves: list[tuple[int, int, VirtualState]],
 ) -> list[tuple[int, int, "VirtualState | frozenset[VirtualState]"]]:
@@ -1710,9 +1740,11 @@ class LazyDFA(Shared):
         """Live byte-consuming (or accepting) virtual states reachable without input.
 
         A virtual state is an NFA state with the counters of its enclosing counted
-        repeats; the counter operations of ``ByteNFA._counted`` apply on the way.
-        (The NFA's tables are bound to locals: this loop is the subset construction's
-        innermost, run for every new virtual state.)
+        repeats; the counter operations of ``ByteNFA._counted`` apply on the way. Most
+        states are plain (no operation, no stub, no embedded automaton): their epsilon
+        targets keep the counters, so each run through plain states is walked on state
+        numbers alone, by the compiled ``closure`` (or ``plain_closure``), with one seen
+        set per counter stack; the special states it meets are handled here.
         """
         cached = self._closures.get(start)
         if cached is not None:
@@ -1720,12 +1752,19 @@ class LazyDFA(Shared):
         nfa = self.nfa
         deferred, live, lengths, embedded_of, ops = nfa.deferred, nfa.live, nfa.lengths, nfa.embedded, nfa.ops
         edges, epsilon, accept = nfa.edges, nfa.epsilon, nfa.accept
-        seen = {start}
+        special = (deferred, lengths, embedded_of, ops)
+        plain = kernel.compiled.closure if kernel.compiled is not None else plain_closure
+        seen: dict[tuple[int, ...], set[int]] = {start[1]: {start[0]}}
         stack = [start]
-        result = []
+        result: list[VirtualState] = []
         while stack:
             virtual = stack.pop()
             q, counters = virtual
+            if not (q in deferred or q in lengths or q in embedded_of or q in ops):
+                reading, met = plain(q, seen[counters], epsilon, edges, live, accept, special)
+                result += [(s, counters) for s in reading]
+                stack += [(s, counters) for s in met]  # (already seen: the plain walk marked them)
+                continue
             if q in deferred:
                 nfa.build_deferred(q)
             if not live[q] or (q in lengths and nfa.doomed(q, counters)):
@@ -1736,21 +1775,17 @@ class LazyDFA(Shared):
             op = ops.get(q)
             if embedded is not None:  # leave once the embedded automaton accepts
                 nexts = [(epsilon[q][0], counters[:-1])] if embedded.is_final(counters[-1]) else []
-            elif op is None:  # a plain state: its epsilon targets, counters unchanged
-                for t in epsilon[q]:
-                    virtual = (t, counters)
-                    if virtual not in seen:
-                        seen.add(virtual)
-                        stack.append(virtual)
-                continue
+            elif op is None:  # a stub just built, or a length's plain state: counters unchanged
+                nexts = [(t, counters) for t in epsilon[q]]
             elif op[0] == "tick":
                 nexts = nfa.tick(q, counters)
             else:
                 nexts = _apply(op, epsilon[q], counters)
-            for virtual in nexts:
-                if virtual not in seen:
-                    seen.add(virtual)
-                    stack.append(virtual)
+            for t, after in nexts:
+                known = seen.setdefault(after, set())
+                if t not in known:
+                    known.add(t)
+                    stack.append((t, after))
         closure = frozenset(result)
         self._closures[start] = closure
         return closure
