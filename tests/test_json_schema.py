@@ -918,3 +918,26 @@ def test_array_bounds_beside_prefix_items_agree_with_jsonschema(smollm2: object)
             continue
         for text in texts:
             assert accepts(guide, tokenize_continuation(smollm2, text)) == validator.is_valid(json.loads(text)), (text, schema)
+
+
+def test_a_compile_leaves_the_callers_schema_as_it_was(smollm2: object) -> None:
+    """The walker reads the document and works on copies: ``facts`` keeps what it read from the
+    document's objects by their ids, which is right only while no compile changes them. Schemas
+    with every keyword the walker rewrites or pops (``$ref`` beside siblings, ``oneOf`` over a
+    shared definition, ``not``, ``if``, ``dependencies``, draft-7 ``items`` arrays), in both modes."""
+    import copy
+
+    definitions = {"tag": {"type": "object", "properties": {"kind": {"const": "a"}}, "required": ["kind"]}}
+    schemas: list[dict[str, object]] = [
+        {"$defs": definitions, "oneOf": [{"$ref": "#/$defs/tag"}, {"$ref": "#/$defs/tag", "maxProperties": 1},
+                                         {"type": "object", "properties": {"kind": {"const": "b"}}}]},
+        {"$defs": definitions, "type": "object", "properties": {"x": {"not": {"$ref": "#/$defs/tag"}}},
+         "if": {"required": ["x"]}, "then": {"minProperties": 1}, "dependencies": {"x": ["y"]}},
+        {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": definitions, "type": "array",
+         "items": [{"$ref": "#/definitions/tag"}, {"type": "integer"}], "additionalItems": False},
+    ]  # fmt: skip
+    for schema in schemas:
+        for strict in (True, False):
+            before = copy.deepcopy(schema)
+            constrain.Compiler(smollm2).json_schema(schema, strict_properties=strict)
+            assert schema == before

@@ -48,8 +48,9 @@ class References:
         #: and reads its own output again. So in a draft that lacks those names, whether one
         #: is an annotation depends on who wrote the object: the ids of every object and list
         #: of the documents (which stay alive as long as this) tell.
-        self._written: frozenset[int] = (_ids(root, *(remotes or {}).values()) if self.lacks & REWRITTEN
-                                         else frozenset())  # fmt: skip
+        self._documents = (root, *(remotes or {}).values())
+        self._written: frozenset[int] = _ids(*self._documents) if self.lacks & REWRITTEN else frozenset()
+        self._document_ids: frozenset[int] | None = None
         for uri, document in (remotes or {}).items():
             self._index(document, urldefrag(uri)[0])
         self.root_base = self._index(root, DEFAULT_BASE)
@@ -58,6 +59,13 @@ class References:
         """The keywords that are annotations in ``schema``: what the draft lacks, less the
         names the walker writes for the draft's own spellings where the walker wrote ``schema``."""
         return self.lacks if id(schema) in self._written else self.lacks - REWRITTEN
+
+    def in_documents(self, schema: Any) -> bool:
+        """Whether ``schema`` is an object or list of the documents themselves: those the walker never
+        changes (it works on copies), so what is read from one may be kept by its id."""
+        if self._document_ids is None:
+            self._document_ids = self._written or _ids(*self._documents)
+        return id(schema) in self._document_ids
 
     def base_of(self, schema: Any, default: str) -> str:
         """The base URI in effect at ``schema`` (an object of the document), else ``default``."""

@@ -398,6 +398,8 @@ class _Walker:
         self.ignored: list[tuple[str, str]] = []
         self._ignored_seen: set[tuple[str, str]] = set()
         self._ref_stack: list[str] = []
+        #: What ``facts`` read from the document's objects, by (id, depth, base).
+        self._facts: dict[tuple[int, int, str], _Facts] = {}
         #: Where in the instance the schema being walked applies, if it applies there whatever
         #: the instance holds elsewhere: the steps from the root, ``("prop", name)`` for a
         #: declared member's value, ``("items", k)`` for the items from index k on, ``("index",
@@ -1109,11 +1111,25 @@ class _Walker:
     def facts(self, schema: Any, pointer: str, depth: int = 0, base: str | None = None) -> "_Facts":
         """What every instance of ``schema`` must satisfy, read from a few keywords through
         ``allOf`` and ``$ref``: enough to prove two ``oneOf`` branches disjoint. A keyword
-        it does not read only makes the facts weaker (fewer pairs proved disjoint), never wrong."""
+        it does not read only makes the facts weaker (fewer pairs proved disjoint), never wrong.
+
+        An object of the document is read once per depth and base: the same definitions are
+        reached through every ``$ref`` to them (Github_ultra o48661: 13,966 reads of 1,397
+        objects, 0.8 s of its 2.4 s compile). The walker's own objects change as it goes (it
+        pops what it has read), so only the document's, which it never changes, are kept."""
         if schema is False:
             return _Facts(empty=True)
         if not isinstance(schema, dict) or depth > 16:
             return _Facts()
+        if not self.refs.in_documents(schema):
+            return self._read_facts(schema, pointer, depth, base)
+        key = (id(schema), depth, self.base if base is None else base)
+        found = self._facts.get(key)
+        if found is None:
+            found = self._facts[key] = self._read_facts(schema, pointer, depth, base)
+        return found
+
+    def _read_facts(self, schema: dict[str, Any], pointer: str, depth: int, base: str | None) -> "_Facts":
         base = self.refs.base_of(schema, self.base if base is None else base)
         if self.refs.ref_overrides and isinstance(schema.get("$ref"), str):
             schema = {"$ref": schema["$ref"]}  # its siblings mean nothing (drafts 3 to 7)
