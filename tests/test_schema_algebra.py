@@ -780,3 +780,24 @@ def test_a_subtracted_part_keeps_what_its_search_could_not_settle(
         ids, done = random_walk(guide, compiler.vocabulary, rng, max_tokens=40, eos_probability=0.5)
         if done:
             assert validator.is_valid(json.loads(token_text(compiler.vocabulary, ids)))
+
+
+AERLEON = (__import__("pathlib").Path(__file__).resolve().parents[2]
+           / "shared/data/maskbench-dev/JsonSchemaStore---aerleon-policies.schema.json")  # fmt: skip
+
+
+@pytest.mark.skipif(not AERLEON.exists(), reason="needs ../shared/data/maskbench-dev")
+@pytest.mark.slow
+def test_a_deep_difference_finds_its_witness_by_the_short_probe_first(smollm2: object) -> None:
+    """Aerleon's policy files: a ``oneOf`` of open objects, each requiring another key, around
+    arrays of ``oneOf``s. Deep inside ``filters`` every step asks whether the product of the
+    branch and the (still open) others can end; the budgeted search expanded the branch's states
+    until it ran past max_dfa_states (200,000) in the first valid instance. The branch's own
+    completion (close every bracket, write no other required key) is a witness: a short probe
+    now goes first, and both valid instances walk to their end, the invalid ones are stopped."""
+    doc = json.loads(AERLEON.read_text())
+    guide = constrain.Compiler(smollm2).json_schema(doc["schema"], strict_properties=False)
+    verdicts = [accepts(guide, tokenize_continuation(smollm2, json.dumps(t["data"], ensure_ascii=False)))
+                for t in doc["tests"]]  # fmt: skip
+    assert verdicts == [t["valid"] for t in doc["tests"]]
+    assert verdicts.count(True) >= 2
