@@ -179,9 +179,7 @@ class ProductDFA(Shared):
         # that fails builds first-part states for nothing, and Handwritten oneofpr2 took 13 s
         # instead of 5; a sixty-fourth costs oneofpr2 nothing and leaves o63308 as it was.
         with _starting():
-            live = self._alive(first) and (
-                (self.unbounded and not self.subtracted and self._probe(first, self.search_budget // 64))
-                or self._is_live(first, deadline))
+            live = self._alive(first) and (self._short_probe(first) or self._is_live(first, deadline))
         self.start = self._intern(first) if live else DEAD
 
     @property
@@ -277,8 +275,7 @@ class ProductDFA(Shared):
             # a product's start is searched at compile (``_starting``): there the parts' tuples
             # are visited by the thousand, most probes fail, and o19343 compiled in 3.85 s, not 2.85.
             with visit_deadline(self.timeout_s) as shared:
-                if (self.unbounded and not self.subtracted and not getattr(_STARTING, "depth", 0)
-                        and self._probe(states, self.search_budget // 64)):
+                if not getattr(_STARTING, "depth", 0) and self._short_probe(states):
                     return True
                 return self._is_live(states, shared)
         parent: dict[Tuple, Tuple | None] = {states: None}
@@ -333,6 +330,12 @@ class ProductDFA(Shared):
                     "timeout_s", self.timeout_s, "deciding whether an intersection or difference can still match",
                 )  # fmt: skip
         return _learn(found, parent, self._live, self._dead)
+
+    def _short_probe(self, states: Tuple) -> bool:
+        """A probe (below) on a sixty-fourth of the search budget, where it may go first: a part
+        nests without bound (elsewhere searches settle), and this product is not subtracted
+        (there an undecided tuple counts as live anyway)."""
+        return self.unbounded and not self.subtracted and self._probe(states, self.search_budget // 64)
 
     def _probe(self, states: Tuple, budget: int) -> bool:
         """A witness found the cheap way: a completion of the first part alone, if the product takes it.
