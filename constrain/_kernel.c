@@ -1,7 +1,7 @@
 /* Compiled kernels: the token-trie walk of a token index (constrain/regex/index.py), the merge
  * of a product state's part rows (constrain/regex/algebra.py, see ``merge``) and the cut of a
  * subset state's byte moves into runs written into its row (constrain/regex/automaton.py, see
- * ``sweep`` and ``place``).
+ * ``expand``).
  *
  * Why C: a token index builds a state's row by walking every token of the vocabulary's byte
  * trie through the byte automaton. In numpy that is one vectorized step per trie depth, about
@@ -10,9 +10,10 @@
  * a depth-first loop over the trie's flat arrays: a few nanoseconds per node.
  *
  * The kernel never builds automaton states itself (that is Python: closures, counters, embedded
- * automata; ``sweep`` and ``place`` only cut a state's moves into runs and write its row). A node whose state has no row yet is handed back as pending; the caller
- * expands those states and calls again with the pending nodes as the new tasks. The loop runs
- * without the GIL, on buffers the caller holds.
+ * automata; ``expand`` only cuts a state's moves into runs and writes its row). A node whose
+ * state has no row yet is handed back as pending; the caller expands those states and calls
+ * again with the pending nodes as the new tasks. The loop runs without the GIL, on buffers the
+ * caller holds.
  *
  * Built by the package's own build (setup.py, an optional extension): where no C compiler is at
  * hand the package installs without it and constrain.kernel falls back to the numpy walk.
@@ -530,7 +531,7 @@ done:
 }
 
 /* Read ``item`` as ``(low, high, target)`` with a byte range low..high: its bounds and its target
-   (borrowed). -1 with an exception set, naming ``what`` (e.g. "sweep: a move"), where it is not. */
+   (borrowed). -1 with an exception set, naming ``what`` (e.g. "expand: an edge"), where it is not. */
 static int
 byte_range(PyObject *item, const char *what, int *low, int *high, PyObject **target)
 {
@@ -552,50 +553,142 @@ byte_range(PyObject *item, const char *what, int *low, int *high, PyObject **tar
     return 0;
 }
 
-PyDoc_STRVAR(sweep_doc,
-"sweep(moves) -> runs\n"
+PyDoc_STRVAR(expand_doc,
+"expand(state, members, edges, extra, known, pending, row) -> (placed, codes)\n"
 "\n"
-"A subset state's moves ``(low, high, target)`` (byte ranges, sorted) cut into the runs\n"
-"``(low, high, targets)`` of bytes with one set of targets: ``targets`` is the one target where\n"
-"a single (distinct) target covers the run, else the frozenset of the targets. Bytes no move\n"
-"covers are left out. This is the inner loop of the lazy DFA's row construction\n"
-"(constrain/regex/automaton.py, ``sweep_runs`` is the Python path): a wide state's moves\n"
-"overlap (every branch's string interior), and cutting them in Python cost a fifth of the\n"
-"compile time of schemas whose products search thousands of states.");
+"A subset state's row (``LazyDFA._expand_one``, constrain/regex/automaton.py): the moves of its\n"
+"``members`` (a frozenset of virtual states ``(q, counters)``, each moving along ``edges[q]``, a\n"
+"list of ``(low, high, target)``, to ``(target, counters)``) and the ``extra`` moves ``(low,\n"
+"high, virtual state)`` (embedded automata) are cut into runs of bytes with one set of targets:\n"
+"the one target where a single distinct one covers the run, else their frozenset (``sweep_runs``).\n"
+"Each run is written into the 256-cell int32 ``row``: the successor ``known[targets]`` where that\n"
+"dict holds one, else a pending cell (``DEAD - 1 - code``, where ``code`` is the index of the\n"
+"entry ``(state, low, high, targets)`` appended to the list ``pending``: ``LazyDFA._place``).\n"
+"Returns the runs with a cell other than DEAD as ``(low, high, cell)`` and the new codes.\n"
+"One call per state that a walk or a product search expands: building every move as a tuple in\n"
+"Python, sorting them and cutting them cost more than the rest of a first visit's expansion.");
+
+/* One move of ``expand``: bytes low..high to the virtual state (target, counters), or to
+   ``target`` itself where counters is NULL (an extra move). Both borrowed. */
+typedef struct {
+    int low, high;
+    PyObject *target, *counters;
+} Move;
+
+/* The virtual state a move leads to (a new reference). */
+static PyObject *
+move_target(const Move *move)
+{
+    if (move->counters == NULL) {
+        Py_INCREF(move->target);
+        return move->target;
+    }
+    return PyTuple_Pack(2, move->target, move->counters);
+}
+
+/* Room for one more move in ``*moves`` (``*cap`` of them allocated). -1 with MemoryError. */
+static int
+grow_moves(Move **moves, Py_ssize_t n, Py_ssize_t *cap)
+{
+    if (n < *cap) {
+        return 0;
+    }
+    Py_ssize_t wanted = *cap ? 2 * *cap : 64;
+    Move *bigger = PyMem_Realloc(*moves, wanted * sizeof(Move));
+    if (bigger == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *moves = bigger;
+    *cap = wanted;
+    return 0;
+}
 
 static PyObject *
-sweep(PyObject *self, PyObject *args)
+expand(PyObject *self, PyObject *args)
 {
-    PyObject *o_moves;
-    if (!PyArg_ParseTuple(args, "O", &o_moves)) {
+    PyObject *o_state, *members, *edges, *extra, *known, *pending, *o_row;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!O!O", &o_state, &members, &PyList_Type, &edges, &PyList_Type, &extra,
+                          &PyDict_Type, &known, &PyList_Type, &pending, &o_row)) {
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(o_moves, "sweep: moves must be a sequence");
-    if (seq == NULL) {
+    if (!PyFrozenSet_Check(members)) { /* it holds the members (and their counters) alive throughout */
+        PyErr_SetString(PyExc_TypeError, "expand: members must be a frozenset of (state, counters) tuples");
         return NULL;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject *result = NULL, *active = NULL;
-    int *lows = PyMem_Calloc(n > 0 ? n : 1, sizeof(int));
-    int *highs = PyMem_Calloc(n > 0 ? n : 1, sizeof(int));
-    PyObject **targets = PyMem_Calloc(n > 0 ? n : 1, sizeof(PyObject *));
-    Py_ssize_t *members = PyMem_Calloc(n > 0 ? n : 1, sizeof(Py_ssize_t));
+    Buffers b = {.held = 0};
+    int32_t *row;
+    Py_ssize_t cells, n = 0, cap = 0;
+    Move *moves = NULL;
+    Py_ssize_t *covering = NULL;
+    PyObject *result = NULL, *placed = NULL, *codes = NULL, *iter = NULL, *member, *active = NULL;
     unsigned char cut[257] = {0};
-    if (lows == NULL || highs == NULL || targets == NULL || members == NULL) {
-        PyErr_NoMemory();
+    if (take(&b, o_row, 4, 1, "row", &row, &cells) < 0) {
+        goto done;
+    }
+    if (row == NULL || cells != 256) {
+        PyErr_SetString(PyExc_ValueError, "expand: row holds 256 int32 cells");
+        goto done;
+    }
+    iter = PyObject_GetIter(members);
+    if (iter == NULL) {
+        goto done;
+    }
+    /* (Everything borrowed below stays alive: the frozenset holds the members, the lists their
+       items, and no Python code runs in this call that could change them.) */
+    while ((member = PyIter_Next(iter)) != NULL) {
+        Py_DECREF(member);
+        if (!PyTuple_Check(member) || PyTuple_GET_SIZE(member) != 2) {
+            PyErr_SetString(PyExc_TypeError, "expand: a member is a (state, counters) tuple");
+            goto done;
+        }
+        Py_ssize_t q = PyLong_AsSsize_t(PyTuple_GET_ITEM(member, 0));
+        if (q == -1 && PyErr_Occurred()) {
+            goto done;
+        }
+        if (q < 0 || q >= PyList_GET_SIZE(edges) || !PyList_Check(PyList_GET_ITEM(edges, q))) {
+            PyErr_Format(PyExc_IndexError, "expand: state %zd has no edge list", q);
+            goto done;
+        }
+        PyObject *list = PyList_GET_ITEM(edges, q);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+            if (grow_moves(&moves, n, &cap) < 0) {
+                goto done;
+            }
+            Move *move = &moves[n];
+            if (byte_range(PyList_GET_ITEM(list, i), "expand: an edge", &move->low, &move->high, &move->target) < 0) {
+                goto done;
+            }
+            move->counters = PyTuple_GET_ITEM(member, 1);
+            n++;
+        }
+    }
+    if (PyErr_Occurred()) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(extra); i++) {
+        if (grow_moves(&moves, n, &cap) < 0) {
+            goto done;
+        }
+        Move *move = &moves[n];
+        if (byte_range(PyList_GET_ITEM(extra, i), "expand: an extra move", &move->low, &move->high, &move->target) < 0) {
+            goto done;
+        }
+        move->counters = NULL;
+        n++;
+    }
+    covering = PyMem_Calloc(n > 0 ? n : 1, sizeof(Py_ssize_t));
+    placed = PyList_New(0);
+    codes = PyList_New(0);
+    if (covering == NULL || placed == NULL || codes == NULL) {
+        if (covering == NULL) {
+            PyErr_NoMemory();
+        }
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        /* (targets borrowed: seq holds the moves) */
-        if (byte_range(PySequence_Fast_GET_ITEM(seq, i), "sweep: a move", &lows[i], &highs[i], &targets[i]) < 0) {
-            goto done;
-        }
-        cut[lows[i]] = 1;
-        cut[highs[i] + 1] = 1;
-    }
-    result = PyList_New(0);
-    if (result == NULL) {
-        goto done;
+        cut[moves[i].low] = 1;
+        cut[moves[i].high + 1] = 1;
     }
     int low = 0;
     while (low < 256) {
@@ -606,114 +699,58 @@ sweep(PyObject *self, PyObject *args)
         /* Bytes low..high lie between two cuts: each move covers all of them or none. */
         Py_ssize_t count = 0;
         for (Py_ssize_t i = 0; i < n; i++) {
-            if (lows[i] <= low && low <= highs[i]) {
-                members[count++] = i;
+            if (moves[i].low <= low && low <= moves[i].high) {
+                covering[count++] = i;
             }
         }
-        if (count > 0) {
-            PyObject *run_targets;
-            if (count == 1) {
-                run_targets = targets[members[0]];
-                Py_INCREF(run_targets);
-            } else {
-                Py_XDECREF(active);
-                active = PyTuple_New(count);
-                if (active == NULL) {
-                    goto fail;
-                }
-                for (Py_ssize_t j = 0; j < count; j++) {
-                    Py_INCREF(targets[members[j]]);
-                    PyTuple_SET_ITEM(active, j, targets[members[j]]);
-                }
-                run_targets = PyFrozenSet_New(active);
-                if (run_targets == NULL) {
-                    goto fail;
-                }
-                if (PySet_GET_SIZE(run_targets) == 1) { /* equal targets: the one they are */
-                    Py_DECREF(run_targets);
-                    run_targets = targets[members[0]];
-                    Py_INCREF(run_targets);
-                }
-            }
-            if (append_new(result, Py_BuildValue("(iiN)", low, high, run_targets)) < 0) {
-                goto fail;
-            }
+        if (count == 0) {
+            low = high + 1;
+            continue;
         }
-        low = high + 1;
-    }
-    goto done;
-fail:
-    Py_CLEAR(result);
-done:
-    Py_XDECREF(active);
-    PyMem_Free(lows);
-    PyMem_Free(highs);
-    PyMem_Free(targets);
-    PyMem_Free(members);
-    Py_DECREF(seq);
-    return result;
-}
-
-PyDoc_STRVAR(place_doc,
-"place(state, runs, known, pending, row) -> (placed, codes)\n"
-"\n"
-"Write the ``runs`` ``(low, high, targets)`` of ``state`` (from ``sweep``) into its 256-cell\n"
-"int32 ``row``: the successor ``known[targets]`` where that dict holds one, else a pending cell\n"
-"(``DEAD - 1 - code``, where ``code`` is the index of the entry ``(state, low, high, targets)``\n"
-"appended to the list ``pending``). Returns the runs with a cell other than DEAD as\n"
-"``(low, high, cell)`` and the new codes: ``LazyDFA._place`` (constrain/regex/automaton.py), run\n"
-"for every run of every state a walk or a product search expands.");
-
-static PyObject *
-place(PyObject *self, PyObject *args)
-{
-    PyObject *o_state, *o_runs, *known, *pending, *o_row;
-    if (!PyArg_ParseTuple(args, "OOO!O!O", &o_state, &o_runs, &PyDict_Type, &known, &PyList_Type, &pending, &o_row)) {
-        return NULL;
-    }
-    Buffers b = {.held = 0};
-    int32_t *row;
-    Py_ssize_t cells;
-    PyObject *result = NULL, *placed = NULL, *codes = NULL;
-    PyObject *seq = PySequence_Fast(o_runs, "place: runs must be a sequence");
-    if (seq == NULL) {
-        return NULL;
-    }
-    if (take(&b, o_row, 4, 1, "row", &row, &cells) < 0) {
-        goto done;
-    }
-    if (row == NULL || cells != 256) {
-        PyErr_SetString(PyExc_ValueError, "place: row holds 256 int32 cells");
-        goto done;
-    }
-    placed = PyList_New(0);
-    codes = PyList_New(0);
-    if (placed == NULL || codes == NULL) {
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-        int low, high;
         PyObject *targets;
-        if (byte_range(PySequence_Fast_GET_ITEM(seq, i), "place: a run", &low, &high, &targets) < 0) {
+        if (count == 1) {
+            targets = move_target(&moves[covering[0]]);
+        } else {
+            Py_XDECREF(active);
+            active = PyTuple_New(count);
+            if (active == NULL) {
+                goto done;
+            }
+            for (Py_ssize_t j = 0; j < count; j++) {
+                PyObject *target = move_target(&moves[covering[j]]);
+                if (target == NULL) {
+                    goto done;
+                }
+                PyTuple_SET_ITEM(active, j, target);
+            }
+            targets = PyFrozenSet_New(active);
+            if (targets != NULL && PySet_GET_SIZE(targets) == 1) { /* equal targets: the one they are */
+                Py_DECREF(targets);
+                targets = PyTuple_GET_ITEM(active, 0);
+                Py_INCREF(targets);
+            }
+        }
+        if (targets == NULL) {
             goto done;
         }
         PyObject *successor = PyDict_GetItemWithError(known, targets); /* borrowed */
         long cell;
         if (successor != NULL) {
             cell = PyLong_AsLong(successor);
-            if (cell == -1 && PyErr_Occurred()) {
-                goto done;
-            }
-        } else {
-            if (PyErr_Occurred()) {
-                goto done;
-            }
+        } else if (!PyErr_Occurred()) {
             Py_ssize_t code = PyList_GET_SIZE(pending);
             if (append_new(codes, PyLong_FromSsize_t(code)) < 0
                 || append_new(pending, Py_BuildValue("(OiiO)", o_state, low, high, targets)) < 0) {
+                Py_DECREF(targets);
                 goto done;
             }
             cell = DEAD - 1 - (long)code;
+        } else {
+            cell = -1;
+        }
+        Py_DECREF(targets);
+        if (PyErr_Occurred()) {
+            goto done;
         }
         if (cell != DEAD) {
             for (int byte = low; byte <= high; byte++) {
@@ -723,13 +760,17 @@ place(PyObject *self, PyObject *args)
                 goto done;
             }
         }
+        low = high + 1;
     }
     result = PyTuple_Pack(2, placed, codes);
 done:
     release(&b);
+    Py_XDECREF(iter);
+    Py_XDECREF(active);
     Py_XDECREF(placed);
     Py_XDECREF(codes);
-    Py_DECREF(seq);
+    PyMem_Free(moves);
+    PyMem_Free(covering);
     return result;
 }
 
@@ -925,8 +966,7 @@ static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS, gather_doc},
     {"unpack", unpack, METH_VARARGS, unpack_doc},
     {"merge", merge, METH_VARARGS, merge_doc},
-    {"sweep", sweep, METH_VARARGS, sweep_doc},
-    {"place", place, METH_VARARGS, place_doc},
+    {"expand", expand, METH_VARARGS, expand_doc},
     {"closure", closure, METH_VARARGS, closure_doc},
     {"relocate", relocate, METH_VARARGS, relocate_doc},
     {NULL, NULL, 0, NULL},
@@ -942,9 +982,10 @@ PyInit__kernel(void)
 {
     PyObject *m = PyModule_Create(&module);
     /* What the Python side checks before it uses these kernels (constrain/kernel.py): 2 hands back
-       tasks with pending successors, 3 adds unpack, 4 merge, 5 sweep, place, closure and relocate. A build older than its Python is left unused, not
+       tasks with pending successors, 3 adds unpack, 4 merge, 5 sweep, place, closure and relocate, 6 expand (sweep and place
+       in one). A build older than its Python is left unused, not
        misread. */
-    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 5) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 6) < 0) {
         Py_DECREF(m);
         return NULL;
     }

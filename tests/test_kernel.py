@@ -233,10 +233,10 @@ def test_merge_agrees_with_numpy() -> None:
         COMPILED.merge([], False)
 
 
-@needs_kernel
-def test_sweep_agrees_with_python() -> None:
-    """A subset state's moves cut into runs, compiled and Python, on random sorted moves (ranges
-    that nest, touch and repeat, targets shared and distinct); and a wrong move is refused."""
+def test_sweep_runs_cut_moves_where_they_change() -> None:
+    """The Python cut of a state's moves (``sweep_runs``) on random sorted moves (ranges that
+    nest, touch and repeat, targets shared and distinct): each run's targets are exactly the
+    moves over its bytes, and no move begins or ends inside a run."""
     rng = random.Random(12)
     overlapping = 0
     for _ in range(3000):
@@ -246,34 +246,44 @@ def test_sweep_agrees_with_python() -> None:
             high = min(255, low + rng.choice((0, 0, 1, 9, 40, 200)))
             moves.append((low, high, (rng.randrange(5), (rng.randrange(3),) * rng.randrange(2))))
         moves.sort()
-        expected = automaton.sweep_runs(moves)
-        assert COMPILED.sweep(moves) == expected
-        overlapping += any(isinstance(targets, frozenset) for _, _, targets in expected)
-        for low, high, targets in expected:  # each run's targets are the moves over its bytes
+        runs = automaton.sweep_runs(moves)
+        overlapping += any(isinstance(targets, frozenset) for _, _, targets in runs)
+        for low, high, targets in runs:
             covering = {move for lo, hi, move in moves if lo <= low and high <= hi}
             assert covering == (set(targets) if isinstance(targets, frozenset) else {targets})
             assert not any(lo <= low <= hi < high or low < lo <= high for lo, hi, _ in moves)
+        assert {b for lo, hi, _ in runs for b in range(lo, hi + 1)} == {b for lo, hi, _ in moves for b in range(lo, hi + 1)}
     assert overlapping > 1000
-    with pytest.raises(TypeError, match="low, high, target"):
-        COMPILED.sweep([(1, 2)])
-    with pytest.raises(ValueError, match="0..255"):
-        COMPILED.sweep([(3, 256, (0, ()))])
 
 
 @needs_kernel
-def test_place_agrees_with_python() -> None:
-    """A state's runs written into its row, compiled and through ``LazyDFA._place``: the same
-    cells, placed runs, pending codes and pending entries, with successors known, unknown and
-    dead; and a wrong row or run is refused."""
+def test_expand_agrees_with_python() -> None:
+    """A subset state's row, compiled (``expand``) and through ``sweep_runs`` + ``LazyDFA._place``:
+    the same cells, placed runs, pending codes and pending entries, on random member sets (edges
+    that nest, touch, repeat and lead to shared targets), extra moves, and successors known,
+    unknown and dead; and wrong arguments are refused."""
     rng = random.Random(13)
-    for _ in range(2000):
-        targets = [(rng.randrange(6), (rng.randrange(2),)) for _ in range(6)]
-        known = {t: rng.choice((-1, rng.randrange(50))) for t in targets if rng.random() < 0.5}
-        moves = sorted((low, min(255, low + rng.choice((0, 3, 60))), rng.choice(targets))
-                       for low in rng.sample(range(256), rng.randrange(0, 9)))  # fmt: skip
+    overlapping = 0
+    for _ in range(3000):
+        edges: list[list[tuple[int, int, int]]] = []
+        for _ in range(8):
+            edge_list = []
+            for _ in range(rng.choice((0, 1, 1, 2, 4))):
+                low = rng.randrange(256)
+                edge_list.append((low, min(255, low + rng.choice((0, 0, 1, 9, 40, 200))), rng.randrange(5)))
+            edges.append(edge_list)
+        members = frozenset((rng.randrange(8), (rng.randrange(2),) * rng.randrange(2)) for _ in range(rng.randrange(0, 5)))
+        extra = []
+        for _ in range(rng.choice((0, 0, 1, 3))):
+            low = rng.randrange(256)
+            extra.append((low, min(255, low + rng.choice((0, 5, 90))), (rng.randrange(8), (rng.randrange(3),))))
+        moves = sorted([(lo, hi, (t, c)) for q, c in members for lo, hi, t in edges[q]] + extra)
         runs = automaton.sweep_runs(moves)
+        overlapping += any(isinstance(targets, frozenset) for _, _, targets in runs)
+        targets_seen = [targets for _, _, targets in runs]
+        known = {t: rng.choice((-1, rng.randrange(50))) for t in targets_seen if rng.random() < 0.5}
         state = rng.randrange(4)
-        before = [("old", 0, 0, targets[0])] * rng.randrange(3)
+        before = [("old", 0, 0, (0, ()))] * rng.randrange(3)
         python = SimpleNamespace(_moves=known, _pending=list(before), table=np.full((4, 256), -1, np.int32))
         pending: list[int] = []
         placed: list[Any] = []
@@ -281,13 +291,20 @@ def test_place_agrees_with_python() -> None:
             automaton.LazyDFA._place(python, state, low, high, run_targets, pending, placed)  # type: ignore[arg-type]
         compiled_pending = list(before)
         table = np.full((4, 256), -1, np.int32)
-        assert COMPILED.place(state, runs, known, compiled_pending, table[state]) == (placed, pending)
+        assert COMPILED.expand(state, members, edges, extra, known, compiled_pending, table[state]) == (placed, pending)
         assert compiled_pending == python._pending
         assert np.array_equal(table, python.table)
+    assert overlapping > 500
     with pytest.raises(ValueError, match="256 int32"):
-        COMPILED.place(0, [], {}, [], np.zeros(255, np.int32))
+        COMPILED.expand(0, frozenset(), [], [], {}, [], np.zeros(255, np.int32))
+    with pytest.raises(TypeError, match="frozenset"):
+        COMPILED.expand(0, [(0, ())], [[]], [], {}, [], np.zeros(256, np.int32))
+    with pytest.raises(IndexError, match="state 3"):
+        COMPILED.expand(0, frozenset([(3, ())]), [[]], [], {}, [], np.zeros(256, np.int32))
+    with pytest.raises(TypeError, match="low, high, target"):
+        COMPILED.expand(0, frozenset([(0, ())]), [[(1, 2)]], [], {}, [], np.zeros(256, np.int32))
     with pytest.raises(ValueError, match="0..255"):
-        COMPILED.place(0, [(5, 4, (0, ()))], {}, [], np.zeros(256, np.int32))
+        COMPILED.expand(0, frozenset(), [], [(5, 4, (0, ()))], {}, [], np.zeros(256, np.int32))
 
 
 @needs_kernel

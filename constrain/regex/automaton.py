@@ -1447,11 +1447,11 @@ def sweep_runs(
     """A state's moves ``(low, high, target)``, sorted, cut into runs of bytes with one set of
     targets: the one target where a single distinct one covers the run, else their frozenset.
 
-    The Python path of the compiled ``sweep`` (``_kernel.c``), with the same result. Nearly
-    every state's moves are disjoint ranges (a key's next letter, a string character's
-    ``[^"\\]`` as a few runs), each then a run of its own; where they overlap (the states of
-    several branches at a string's interior), moves over the same range open and close
-    together, so the cut between two boundaries touches groups, not moves.
+    With ``LazyDFA._place``, the Python path of the compiled ``expand`` (``_kernel.c``), with
+    the same result. Nearly every state's moves are disjoint ranges (a key's next letter, a
+    string character's ``[^"\\]`` as a few runs), each then a run of its own; where they
+    overlap (the states of several branches at a string's interior), moves over the same
+    range open and close together, so the cut between two boundaries touches groups, not moves.
     """
     if all(a[1] < b[0] for a, b in zip(moves, moves[1:])):
         return [(lo, hi, move) for lo, hi, move in moves]
@@ -1672,9 +1672,11 @@ class LazyDFA(Shared):
     def _expand_one(self, state: int) -> None:
         """Fill the state's row: one move per run of bytes that lead to the same NFA targets.
 
-        The moves are cut into runs of bytes with one set of targets (``sweep_runs``, or the
-        compiled ``sweep``). A run's successor is keyed by its targets (one virtual state, or
-        a frozenset of several), so states that move to the same targets share one closure.
+        The moves are cut into runs of bytes with one set of targets (``sweep_runs``; the
+        compiled ``expand`` does all of this method's cutting and placing in one call, with no
+        move built as a tuple: in Python they were a fifth of a first walk's expansion). A
+        run's successor is keyed by its targets (one virtual state, or a frozenset of several),
+        so states that move to the same targets share one closure.
 
         A successor not built before is left *pending* (``_place``): its closure is taken
         when something reads that cell. A token walk reads only the bytes some token
@@ -1684,19 +1686,21 @@ class LazyDFA(Shared):
         """
         edges, embedded = self.nfa.edges, self.nfa.embedded
         members = self.sets[state]
-        moves = [(lo, hi, (target, counters)) for q, counters in members for lo, hi, target in edges[q]]
+        extra: list[tuple[int, int, VirtualState]] = []  # an embedded automaton's moves, on its counter
         if embedded:
             for q, counters in members:
                 if q in embedded:
                     runs = self._embedded_runs.get((q, counters[-1]))
                     if runs is None:
                         runs = self._embedded_runs[q, counters[-1]] = runs_of(embedded[q], counters[-1])
-                    moves += [(lo, hi, (q, counters[:-1] + (inner,))) for lo, hi, inner in runs]
-        moves.sort()
+                    extra += [(lo, hi, (q, counters[:-1] + (inner,))) for lo, hi, inner in runs]
         compiled = kernel.compiled
         if compiled is not None:
-            placed, pending = compiled.place(state, compiled.sweep(moves), self._moves, self._pending, self.table[state])
+            placed, pending = compiled.expand(state, members, edges, extra, self._moves, self._pending, self.table[state])
         else:
+            moves = [(lo, hi, (target, counters)) for q, counters in members for lo, hi, target in edges[q]]
+            moves += extra
+            moves.sort()
             pending, placed = [], []
             for lo, hi, targets in sweep_runs(moves):
                 self._place(state, lo, hi, targets, pending, placed)
@@ -1710,7 +1714,7 @@ class LazyDFA(Shared):
         pending: list[int], placed: list[Run],
     ) -> None:
         """Set the cells ``low..high`` of ``state``: the successor if built, else a pending code
-        (the Python path of the compiled ``place``)."""
+        (with ``sweep_runs``, the Python path of the compiled ``expand``)."""
         successor = self._moves.get(targets)
         if successor is None:
             pending.append(len(self._pending))
