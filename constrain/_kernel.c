@@ -677,7 +677,31 @@ expand(PyObject *self, PyObject *args)
         move->counters = NULL;
         n++;
     }
-    covering = PyMem_Calloc(n > 0 ? n : 1, sizeof(Py_ssize_t));
+    /* The bytes between two cuts form an interval that each move covers whole or not at all;
+       each interval's covering moves are listed once, in move order (a wide state's moves
+       number in the thousands, and scanning them all for each interval was most of a call). */
+    int interval[256], starts[257], intervals = 0;
+    Py_ssize_t offsets[258] = {0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        cut[moves[i].low] = 1;
+        cut[moves[i].high + 1] = 1;
+    }
+    for (int byte = 0; byte < 256; byte++) {
+        if (byte == 0 || cut[byte]) {
+            starts[intervals++] = byte;
+        }
+        interval[byte] = intervals - 1;
+    }
+    starts[intervals] = 256;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        for (int k = interval[moves[i].low]; k <= interval[moves[i].high]; k++) {
+            offsets[k + 2]++;
+        }
+    }
+    for (int k = 0; k < intervals; k++) {
+        offsets[k + 2] += offsets[k + 1];
+    }
+    covering = PyMem_Calloc(offsets[intervals + 1] > 0 ? offsets[intervals + 1] : 1, sizeof(Py_ssize_t));
     placed = PyList_New(0);
     codes = PyList_New(0);
     if (covering == NULL || placed == NULL || codes == NULL) {
@@ -686,30 +710,20 @@ expand(PyObject *self, PyObject *args)
         }
         goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        cut[moves[i].low] = 1;
-        cut[moves[i].high + 1] = 1;
+    for (Py_ssize_t i = 0; i < n; i++) { /* (offsets[k + 1] is where interval k's next move goes) */
+        for (int k = interval[moves[i].low]; k <= interval[moves[i].high]; k++) {
+            covering[offsets[k + 1]++] = i;
+        }
     }
-    int low = 0;
-    while (low < 256) {
-        int high = low;
-        while (high < 255 && !cut[high + 1]) {
-            high++;
-        }
-        /* Bytes low..high lie between two cuts: each move covers all of them or none. */
-        Py_ssize_t count = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (moves[i].low <= low && low <= moves[i].high) {
-                covering[count++] = i;
-            }
-        }
+    for (int k = 0; k < intervals; k++) {
+        int low = starts[k], high = starts[k + 1] - 1;
+        Py_ssize_t count = offsets[k + 1] - offsets[k], *over = covering + offsets[k];
         if (count == 0) {
-            low = high + 1;
             continue;
         }
         PyObject *targets;
         if (count == 1) {
-            targets = move_target(&moves[covering[0]]);
+            targets = move_target(&moves[over[0]]);
         } else {
             Py_XDECREF(active);
             active = PyTuple_New(count);
@@ -717,7 +731,7 @@ expand(PyObject *self, PyObject *args)
                 goto done;
             }
             for (Py_ssize_t j = 0; j < count; j++) {
-                PyObject *target = move_target(&moves[covering[j]]);
+                PyObject *target = move_target(&moves[over[j]]);
                 if (target == NULL) {
                     goto done;
                 }
@@ -760,7 +774,6 @@ expand(PyObject *self, PyObject *args)
                 goto done;
             }
         }
-        low = high + 1;
     }
     result = PyTuple_Pack(2, placed, codes);
 done:
