@@ -162,6 +162,9 @@ class ProductDFA(Shared):
         self._rows: dict[int, NDArray[np.int32]] = {}
         self._runs: dict[int, list[Run]] = {}
         self._raw: dict[Tuple, tuple[list[Tuple], list[Run]]] = {}
+        #: Per tuple, what each successor's cheapest byte costs a budgeted search (``_step_costs``):
+        #: kept, as the tuple is popped again by every later search that reaches it.
+        self._steps: dict[Tuple, list[int]] = {}
         self._live: set[Tuple] = set()
         self._dead: set[Tuple] = set()
         self._accepting: dict[Tuple, bool] = {}
@@ -303,7 +306,11 @@ class ProductDFA(Shared):
                 found = current
                 break
             successors, spans = self._successors(current)
-            steps = _step_costs(spans, len(successors)) if self.unbounded else None
+            steps = None
+            if self.unbounded:
+                steps = self._steps.get(current)
+                if steps is None:
+                    steps = self._steps[current] = _step_costs(spans, len(successors))
             for k, successor in enumerate(successors):
                 if successor not in parent and successor not in self._dead:
                     parent[successor] = current
