@@ -29,6 +29,7 @@ from .json_schema.to_grammar import schema_to_grammar
 from .json_schema.refs import References
 from .json_schema.to_regex import SchemaOptions, WalkResult, load_schema, recursive_refs, schema_walk
 from .regex.automaton import DEAD, ByteNFA, LazyDFA
+from .core.collector import while_paused
 from .core.diskcache import DiskCache, Storable
 from .core.limits import Limits
 from .regex.guide import RegexGuide
@@ -96,6 +97,7 @@ class Compiler:
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
+    @while_paused
     def regex(self, pattern: str, *, limits: Limits | None = None) -> RegexGuide:
         """A guide for text that ``re.fullmatch(pattern, text)`` accepts.
 
@@ -105,12 +107,14 @@ class Compiler:
         """
         return self._cached(("regex", pattern), lambda: parse_regex(pattern), pattern, limits)
 
+    @while_paused
     def choice(self, options: Sequence[str], *, limits: Limits | None = None) -> RegexGuide:
         """A guide for exactly one of ``options``, matched literally (no regex syntax)."""
         options = tuple(options)
         label = "choice(" + ", ".join(repr(o) for o in options[:5]) + (", ...)" if len(options) > 5 else ")")
         return self._cached(("choice", options), lambda: literal_choice(options), label, limits)
 
+    @while_paused
     def json_schema(
         self, schema: Any, *, limits: Limits | None = None, remotes: Mapping[str, Any] | None = None, **options: Any
     ) -> "RegexGuide | CFGGuide | UniqueItemsGuide":
@@ -176,6 +180,7 @@ class Compiler:
         return _for_call(guide, schema=loaded, dropped=walk.dropped, ignored=walk.ignored,
                          model_class=schema if isinstance(schema, type) else None)
 
+    @while_paused
     def grammar(
         self,
         source: str,
@@ -200,6 +205,7 @@ class Compiler:
             ),
         )
 
+    @while_paused
     def gbnf(self, text: str, *, start: str = "root", limits: Limits | None = None) -> "RegexGuide | CFGGuide":
         """A guide for text that GBNF grammar ``text`` (llama.cpp's format) derives from rule ``start``.
 
@@ -222,6 +228,7 @@ class Compiler:
             lambda: self._grammar_of_trees(lark_text, translation.terminals, limits)
         )
 
+    @while_paused
     def triggered(self, triggers: "Trigger | Sequence[Trigger]", **options: Any) -> "TriggeredGuide":
         """Free text until a trigger string, then its guide (see :class:`~constrain.TriggeredGuide`).
 
@@ -231,6 +238,7 @@ class Compiler:
 
         return TriggeredGuide(triggers, self.vocabulary, **options)
 
+    @while_paused
     def tools(
         self, tools: Any, *, name_key: str = "name", arguments_key: str = "arguments", **options: Any
     ) -> "RegexGuide | CFGGuide | UniqueItemsGuide":
@@ -241,6 +249,7 @@ class Compiler:
 
         return self.json_schema(tools_schema(tools, name_key=name_key, arguments_key=arguments_key), **options)
 
+    @while_paused
     def tool_calls(
         self, tools: Any, *, start: str = "<tool_call>", end: str = "</tool_call>", then: str = "eos",
         require_trigger: bool = True, max_free_tokens: int | None = None, max_calls: int | None = None,
@@ -271,6 +280,7 @@ class Compiler:
         automata = {name: built.automaton(tree) for name, tree in terminals.items()}
         return compile_grammar(text, self.vocabulary, limits=built.limits, automata=automata)
 
+    @while_paused
     def sql(
         self, tables: Mapping[str, Sequence[str]] | None = None, *, comments: bool = False, canonical: bool = True,
         limits: Limits | None = None,

@@ -40,6 +40,7 @@ from .. import kernel
 from ..errors import TokenRejected
 from ..guide import bitmask_from_token_ids, check_bitmask, check_token
 from ..vocabulary import Vocabulary
+from . import collector
 from .cache import BoundedCache
 
 __all__ = ["GuideShell", "Capabilities", "capabilities"]
@@ -176,7 +177,8 @@ class GuideShell(Generic[S]):
         if state == self._finished:
             packed = self._eos_bits
         else:
-            packed = self._text_mask(state)
+            with collector.paused():  # a first visit builds states by the thousand (see collector)
+                packed = self._text_mask(state)
             if self._can_end(state):
                 packed = packed | self._eos_bits
         return self._masks.put(state, packed)

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import kernel
+from ..core import collector
 from ..core.sharing import Shared
 from ..errors import EmptyLanguageError, LimitExceededError
 from ..guide import bitmask_size
@@ -127,7 +128,7 @@ class TokenIndex(Shared):
         cached = self._rows.get(state)
         if cached is not None:
             return cached
-        with self._lock:
+        with self._lock, collector.paused():  # (an advance may ask first: see core.collector)
             if state not in self._rows:
                 row = self._build_row(state)
                 self._entries += len(row.token_ids)
