@@ -58,8 +58,9 @@ __all__ = ["DiskCache", "DiskCacheStats", "FORMAT_VERSION", "Storable"]
 #: is one product per option group (``automaton._first_byte_groups``), and a oneOf branch
 #: splits on an optional tag (objects holding it, objects without it); 9: automata and products
 #: know whether they are subtracted (``subtracted``), and keep what a subtracted search left open;
-#: products keep their first part's completions (_completions, _incomplete).
-FORMAT_VERSION = 9
+#: products keep their first part's completions (_completions, _incomplete); 10: and their
+#: tuples' step costs (_steps): a product read from a version 9 file would have none.
+FORMAT_VERSION = 10
 
 #: The header line is JSON of a few short fields; a longer first line is not a header.
 _MAX_HEADER = 4096
