@@ -586,21 +586,28 @@ move_target(const Move *move)
     return PyTuple_Pack(2, move->target, move->counters);
 }
 
-/* Room for one more move in ``*moves`` (``*cap`` of them allocated). -1 with MemoryError. */
+/* Append the move ``item`` (``(low, high, target)``, read by ``byte_range`` naming ``what``) with
+   ``counters`` (borrowed, or NULL) to ``*moves`` (``*n`` of them, room for ``*cap``). -1 with an
+   exception set. */
 static int
-grow_moves(Move **moves, Py_ssize_t n, Py_ssize_t *cap)
+add_move(Move **moves, Py_ssize_t *n, Py_ssize_t *cap, PyObject *item, const char *what, PyObject *counters)
 {
-    if (n < *cap) {
-        return 0;
+    if (*n == *cap) {
+        Py_ssize_t wanted = *cap ? 2 * *cap : 64;
+        Move *bigger = PyMem_Realloc(*moves, wanted * sizeof(Move));
+        if (bigger == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        *moves = bigger;
+        *cap = wanted;
     }
-    Py_ssize_t wanted = *cap ? 2 * *cap : 64;
-    Move *bigger = PyMem_Realloc(*moves, wanted * sizeof(Move));
-    if (bigger == NULL) {
-        PyErr_NoMemory();
+    Move *move = &(*moves)[*n];
+    if (byte_range(item, what, &move->low, &move->high, &move->target) < 0) {
         return -1;
     }
-    *moves = bigger;
-    *cap = wanted;
+    move->counters = counters;
+    (*n)++;
     return 0;
 }
 
@@ -635,7 +642,8 @@ expand(PyObject *self, PyObject *args)
         goto done;
     }
     /* (Everything borrowed below stays alive: the frozenset holds the members, the lists their
-       items, and no Python code runs in this call that could change them.) */
+       items, and this call runs no Python code but what a collection could (finalizers, which
+       never touch an automaton; and builds run with the collector paused, core/collector.py).) */
     while ((member = PyIter_Next(iter)) != NULL) {
         Py_DECREF(member);
         if (!PyTuple_Check(member) || PyTuple_GET_SIZE(member) != 2) {
@@ -652,30 +660,18 @@ expand(PyObject *self, PyObject *args)
         }
         PyObject *list = PyList_GET_ITEM(edges, q);
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
-            if (grow_moves(&moves, n, &cap) < 0) {
+            if (add_move(&moves, &n, &cap, PyList_GET_ITEM(list, i), "expand: an edge", PyTuple_GET_ITEM(member, 1)) < 0) {
                 goto done;
             }
-            Move *move = &moves[n];
-            if (byte_range(PyList_GET_ITEM(list, i), "expand: an edge", &move->low, &move->high, &move->target) < 0) {
-                goto done;
-            }
-            move->counters = PyTuple_GET_ITEM(member, 1);
-            n++;
         }
     }
     if (PyErr_Occurred()) {
         goto done;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(extra); i++) {
-        if (grow_moves(&moves, n, &cap) < 0) {
+        if (add_move(&moves, &n, &cap, PyList_GET_ITEM(extra, i), "expand: an extra move", NULL) < 0) {
             goto done;
         }
-        Move *move = &moves[n];
-        if (byte_range(PyList_GET_ITEM(extra, i), "expand: an extra move", &move->low, &move->high, &move->target) < 0) {
-            goto done;
-        }
-        move->counters = NULL;
-        n++;
     }
     /* The bytes between two cuts form an interval that each move covers whole or not at all;
        each interval's covering moves are listed once, in move order (a wide state's moves
