@@ -13,6 +13,7 @@ import itertools
 import json
 import random
 import re
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -782,8 +783,7 @@ def test_a_subtracted_part_keeps_what_its_search_could_not_settle(
             assert validator.is_valid(json.loads(token_text(compiler.vocabulary, ids)))
 
 
-AERLEON = (__import__("pathlib").Path(__file__).resolve().parents[2]
-           / "shared/data/maskbench-dev/JsonSchemaStore---aerleon-policies.schema.json")  # fmt: skip
+AERLEON = Path(__file__).resolve().parents[2] / "shared/data/maskbench-dev/JsonSchemaStore---aerleon-policies.schema.json"
 
 
 @pytest.mark.skipif(not AERLEON.exists(), reason="needs ../shared/data/maskbench-dev")
