@@ -12,7 +12,7 @@ MODEL_CLASS ?= examples.models:Person
 # The peer engines the benchmarks compare with (see ../shared/notes/peers.md).
 PEERS := xgrammar llguidance transformers-cfg lm-format-enforcer outlines-core
 
-.PHONY: setup generate test test-fast fuzz bench bench-quick
+.PHONY: setup generate test test-fast fuzz bench bench-quick tables
 
 setup: $(VENV)/.installed
 
@@ -64,6 +64,11 @@ fuzz: setup
 	      || { echo "fuzz $$front failed under CONSTRAIN_FUZZ_SEED=$$seed"; exit 1; }; \
 	  done; \
 	done
+
+# The bundled grammars' lark tables, shipped so that compiling one builds no lark parser
+# (constrain/cfg/shipped.py): rewrite them after changing grammars/*.lark or lark itself.
+tables: setup
+	$(PY) -c 'from constrain.cfg.shipped import main; main()'
 
 # The peers are installed under a constraints file pinning torch, so none of them swaps the CPU build.
 $(VENV)/.bench-installed: $(VENV)/.installed

@@ -392,8 +392,7 @@ def _storable() -> Storable:
         automaton.LazyDFA, automaton._SetSpec, algebra.ProductDFA, algebra.EndsWithDFA, nested.NestedDFA,
         cfg_guide.CFGGuide,
         grammar.CompiledGrammar, grammar.Stacks, cfg_index.MaskIndex, lexer.EmitTable, lexer.LexerDFA,
-        pyregex.PriorityNFA, lark_adapter.TerminalSpec, lark_adapter.Reduction,
-        *lark_adapter.KEPT_LARK_CLASSES,  # the plain-data lark classes a compiled grammar keeps
+        pyregex.PriorityNFA, lark_adapter.TerminalSpec, lark_adapter.RuleSpec, lark_adapter.Reduction,
     )  # fmt: skip
     storable: dict[type, tuple[str, ...]] = {cls: () for cls in plain}
     storable.update({cls: ("_hash",) if issubclass(cls, tree._Composite) else () for cls in nodes})

@@ -34,7 +34,8 @@ from ..errors import LimitExceededError
 from ..core.limits import Limits
 from ..vocabulary import Vocabulary
 from .errors import GrammarError
-from .lark_adapter import LarkParser, LarkTables, LexerContextSpec, Reduction, RuleSpec, WordBoundary
+from . import shipped
+from .lark_adapter import LarkParser, LarkRecord, LarkTables, LexerContextSpec, Reduction, RuleSpec, WordBoundary
 from .lark_adapter import build_lark_within, lark_parser
 from .lexer import EmitTable, LexerContext, LexerDFA
 from .pyregex import NotRegular, PriorityNFA
@@ -224,7 +225,8 @@ class CompiledGrammar:
     placeholder for each, and builds its tables over the grammar's skeleton alone.
     """
 
-    #: Dropped on pickling (see ``__getstate__``), rebuilt by ``lark`` on first use.
+    #: Dropped on pickling (see ``__getstate__``) and not built where the tables were shipped
+    #: (see :mod:`.shipped`): ``lark`` builds it on first use.
     _lark: LarkParser | None
 
     @property
@@ -264,14 +266,19 @@ class CompiledGrammar:
         self.always_accept = tuple(always_accept)
         self.limits = limits or Limits()
         deadline = Deadline(self.limits.timeout_s)
-        self._lark = build_lark_within(text, start, self.always_accept, self.limits.timeout_s)
-        tables = LarkTables(self._lark)
+        # What lark builds for this text: shipped with the package for the bundled grammars
+        # (see .shipped), else read from the parser lark builds now.
+        tables: LarkTables | LarkRecord | None = shipped.load(text, start, self.always_accept, _grammar_dirs())
+        self._lark = None
+        if tables is None:
+            self._lark = build_lark_within(text, start, self.always_accept, self.limits.timeout_s)
+            tables = LarkTables(self._lark)
 
         # Terminals: every one lark knows, indexed.
-        #: lark's own terminal definitions, for introspection (``CFGGuide.tables``).
-        self.terminal_defs: dict[str, Any] = tables.terminal_defs
-        #: The same as plain data (:class:`~.lark_adapter.TerminalSpec`), in lark's order.
+        #: lark's terminal definitions as plain data (:class:`~.lark_adapter.TerminalSpec`), in lark's order.
         self.terminals = {t.name: t for t in tables.terminals}
+        #: The grammar's rules (lark's ``Lark.rules``: origin, expansion), for introspection.
+        self.rule_specs: tuple[RuleSpec, ...] = tables.rules
         self.names: list[str] = list(self.terminals)
         self.index = {name: i for i, name in enumerate(self.names)}
         self.ignore = frozenset(self.index[n] for n in tables.ignore if n in self.index)
@@ -475,7 +482,7 @@ class CompiledGrammar:
 
     # ------------------------------------------------------------------ checks
 
-    def _check_productive(self, tables: LarkTables) -> None:
+    def _check_productive(self, tables: LarkTables | LarkRecord) -> None:
         """Raise when the start rule, or a rule it reaches, can derive no string at all."""
         rules = tables.rules
         productive: set[str] = set()

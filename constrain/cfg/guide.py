@@ -268,16 +268,15 @@ class CFGGuide(GuideShell[State]):
         owned = Counter(g.nfa.owner)
         terminals = []
         for i, name in enumerate(g.names):
-            pattern = g.terminal_defs[name].pattern
-            literal = type(pattern).__name__ == "PatternStr"
-            if literal and pattern.value == f"<{name}>":  # the placeholder of an automaton-backed terminal
+            spec = g.terminals[name]
+            if spec.is_string and spec.value == f"<{name}>":  # the placeholder of an automaton-backed terminal
                 terminals.append(TerminalInfo(name, "", "automaton", owned[i], name in g.ignore_names))
             else:
-                kind, text = ("string", pattern.value) if literal else ("regex", pattern.to_regexp())
+                kind, text = ("string", spec.value) if spec.is_string else ("regex", spec.regexp)
                 terminals.append(TerminalInfo(name, text, kind, owned[i], name in g.ignore_names))
-        rules = tuple(dict.fromkeys(str(rule.origin.name) for rule in g.lark.rules))
+        rules = tuple(dict.fromkeys(rule.origin for rule in g.rule_specs))
         return GrammarTables(
-            label=g.label, start=g.start, rules=rules, productions=len(g.lark.rules),
+            label=g.label, start=g.start, rules=rules, productions=len(g.rule_specs),
             parser_states=g.num_states, lexer_contexts=g.num_contexts, terminals=tuple(terminals),
             nfa_states=len(g.nfa.owner), lexer_states=g.lexer.num_states, stacks=len(g.stacks),
             index_entries=self.index.entries,

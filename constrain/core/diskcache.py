@@ -59,8 +59,9 @@ __all__ = ["DiskCache", "DiskCacheStats", "FORMAT_VERSION", "Storable"]
 #: splits on an optional tag (objects holding it, objects without it); 9: automata and products
 #: know whether they are subtracted (``subtracted``), and keep what a subtracted search left open;
 #: products keep their first part's completions (_completions, _incomplete); 10: and their
-#: tuples' step costs (_steps): a product read from a version 9 file would have none.
-FORMAT_VERSION = 10
+#: tuples' step costs (_steps): a product read from a version 9 file would have none;
+#: 11: a compiled grammar keeps its rules as plain data (rule_specs), no lark objects.
+FORMAT_VERSION = 11
 
 #: The header line is JSON of a few short fields; a longer first line is not a header.
 _MAX_HEADER = 4096
