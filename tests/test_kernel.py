@@ -8,6 +8,7 @@ including states whose rows are not built yet (the kernel hands those back to be
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -130,12 +131,15 @@ def test_scatter_and_gather_agree_with_numpy() -> None:
 @needs_kernel
 def test_unpack_agrees_with_numpy(monkeypatch: pytest.MonkeyPatch, smollm2: object) -> None:
     rng = np.random.default_rng(5)
-    for vocab_size in (1, 7, 8, 9, 31, 32, 33, 49_152, 128_256):
+    # Both paths (AVX2's 32 tokens a step where the CPU has it, and the byte table), on sizes
+    # around their steps, into byte and bool arrays.
+    sizes = (1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 95, 96, 97, 200, 49_152, 128_256)
+    for vocab_size, portable, dtype in itertools.product(sizes, (False, True), (np.uint8, np.bool_)):
         words = rng.integers(-(2**31), 2**31 - 1, size=(vocab_size + 31) // 32, dtype=np.int32)
-        out = np.full(vocab_size, 7, np.uint8)
-        COMPILED.unpack(words, out)
+        out = np.full(vocab_size, 7, np.uint8).view(dtype)
+        COMPILED.unpack(words, out, portable)
         expected = np.unpackbits(words.view(np.uint8), count=vocab_size, bitorder="little")
-        assert np.array_equal(out, expected)
+        assert np.array_equal(out.view(np.uint8), expected), (vocab_size, portable)
     with pytest.raises(ValueError, match="more items"):
         COMPILED.unpack(np.zeros(1, np.int32), np.empty(33, np.uint8))
     # and through a guide, in a narrow state and a wide one (a string's interior): the same bool arrays

@@ -152,14 +152,14 @@ class GuideShell(Generic[S]):
 
     def allowed_tokens(self, state: S) -> NDArray[np.bool_]:
         # A fresh array each call (callers change it: EOS left out, a pool narrowed), unpacked
-        # from the cached packed mask by the kernel's byte table: 1.7 us on a cached 49k-token
-        # mask where fill_bitmask takes 0.9 and numpy's unpackbits (the fallback) 4.5.
+        # from the cached packed mask by the kernel: 2.2 us on a cached 49k-token mask where
+        # fill_bitmask takes 1.2 and numpy's unpackbits (the fallback) 4.4.
         packed = self._mask(state)
         compiled = kernel.compiled
         if compiled is None:
             return np.unpackbits(packed.view(np.uint8), count=self.vocab_size, bitorder="little").view(np.bool_)
         allowed = np.empty(self.vocab_size, dtype=np.bool_)
-        compiled.unpack(packed, allowed.view(np.uint8))
+        compiled.unpack(packed, allowed)
         return allowed
 
     def allowed_token_ids(self, state: S) -> NDArray[np.int32]:
