@@ -20,11 +20,11 @@ constrained text may end.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from operator import itemgetter
 from typing import Any, Callable, Hashable, Iterable, Sequence, TypeVar, cast
 
 import numpy as np
@@ -131,10 +131,18 @@ class Vocabulary:
         }
         decode_piece = _piece_decoder(tokenizer)
         table: list[bytes | None] = [None] * (largest + 1)
+        pieces: list[str] = []
+        piece_ids: list[int] = []
         for piece, i in vocab.items():
             if i in special_ids:
                 continue
-            table[i] = added_text[i].encode("utf-8") if i in added_text else decode_piece(piece)
+            if i in added_text:
+                table[i] = added_text[i].encode("utf-8")
+            else:
+                pieces.append(piece)
+                piece_ids.append(i)
+        for i, spelled in zip(piece_ids, _decode_all(decode_piece, pieces)):
+            table[i] = spelled
 
         eos = set(eos_token_ids) if eos_token_ids is not None else _declared_eos(tokenizer, generation_config)
         if not eos:
@@ -165,7 +173,7 @@ class Vocabulary:
         those bytes up front (SmolLM2, for one, has no token holding ``\\x04`` or
         the lead byte ``\\xf1``).
         """
-        text = np.frombuffer(b"".join(piece for piece in self.token_bytes if piece), dtype=np.uint8)
+        text = np.frombuffer(b"".join(filter(None, self.token_bytes)), dtype=np.uint8)
         return (np.bincount(text, minlength=256) > 0).astype(np.uint8).tobytes()
 
     @cached_property
@@ -191,8 +199,8 @@ class Vocabulary:
         regex backend may decide liveness on bytes alone, without exploring
         tokens. Byte-level BPE and SentencePiece with byte fallback satisfy this.
         """
-        singles = {piece[0] for piece in self.token_bytes if piece is not None and len(piece) == 1}
-        return all(byte in singles for byte in range(256) if self.byte_alphabet[byte])
+        singles = set(filter(None, self.token_bytes)) & _SINGLE_BYTES
+        return all(bytes([byte]) in singles for byte in range(256) if self.byte_alphabet[byte])
 
     def class_split(
         self, first: bytes, rest: bytes, *, utf8: bool = False, utf8_first: bool = False
@@ -265,7 +273,7 @@ class Vocabulary:
         if trie is None:
             by_bytes: SortedTokens | None = self._sorted.get("by bytes")
             if by_bytes is None:  # sorted once for every trie (a guide builds three)
-                by_bytes = SortedTokens.of((b, i) for i, b in enumerate(self.token_bytes) if b)
+                by_bytes = SortedTokens.of_pieces(self.token_bytes)
                 self._sorted["by bytes"] = by_bytes
             trie = TokenTrie.of_sorted(by_bytes.between(min_length, max_length))
             self._sorted[key] = trie
@@ -494,19 +502,78 @@ class SortedTokens:
 
     @classmethod
     def of(cls, tokens: Iterable[tuple[bytes, int]]) -> "SortedTokens":
-        items = sorted(tokens, key=itemgetter(1))  # by id, then (stable) by bytes: a third of
-        items.sort(key=itemgetter(0))  # the time of comparing (bytes, id) tuples
+        """``(bytes, id)`` pairs, sorted."""
+        items = list(tokens)
         spelled = [b for b, _ in items]
-        lengths = np.fromiter(map(len, spelled), dtype=np.int64, count=len(items))
-        starts = np.zeros(len(items), dtype=np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
         ids = np.fromiter((i for _, i in items), dtype=np.int32, count=len(items))
-        return cls(np.frombuffer(b"".join(spelled), dtype=np.uint8), starts, lengths, ids)
+        text, starts, lengths = _concatenated(spelled)
+        order = _byte_order(text, starts, lengths, ids)
+        return cls(text, starts[order], lengths[order], ids[order])
+
+    @classmethod
+    def of_pieces(cls, pieces: Sequence[bytes | None]) -> "SortedTokens":
+        """Token ``i`` spelled ``pieces[i]`` (None or empty: no token), sorted."""
+        text, starts, lengths = _concatenated([b or b"" for b in pieces])
+        ids = np.flatnonzero(lengths).astype(np.int32)
+        starts, lengths = starts[ids], lengths[ids]
+        order = _byte_order(text, starts, lengths, ids)
+        return cls(text, starts[order], lengths[order], ids[order])
 
     def between(self, low: int, high: int | None) -> "SortedTokens":
         """The tokens of ``low..high`` bytes, still sorted (their bytes stay where they are)."""
         keep = (self.lengths >= low) & (True if high is None else self.lengths <= high)
         return SortedTokens(self.text, self.starts[keep], self.lengths[keep], self.ids[keep])
+
+
+#: Every one-byte string.
+_SINGLE_BYTES = frozenset(bytes([b]) for b in range(256))
+
+#: Bytes of each token compared in numpy by :func:`_byte_order` (two big-endian words).
+_PREFIX_BYTES = 16
+
+
+def _concatenated(spelled: list[bytes]) -> tuple[NDArray[np.uint8], NDArray[np.int64], NDArray[np.int64]]:
+    """All of ``spelled`` in one array, with where each piece starts and its length."""
+    lengths = np.fromiter(map(len, spelled), dtype=np.int64, count=len(spelled))
+    starts = np.zeros(len(spelled), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    return np.frombuffer(b"".join(spelled), dtype=np.uint8), starts, lengths
+
+
+def _byte_order(
+    text: NDArray[np.uint8], starts: NDArray[np.int64], lengths: NDArray[np.int64], ids: NDArray[np.int32]
+) -> NDArray[np.int64]:
+    """The order of tokens by their bytes (``text[starts[k]:starts[k] + lengths[k]]``), then id.
+
+    Sorting 152k Python ``bytes`` took 0.1 s (and 0.07 more to build the pairs); here each
+    token's first 16 bytes, zero-padded, are two big-endian words, sorted by numpy with the
+    length, then the id, breaking ties. That is byte order wherever the 16 bytes tell two
+    tokens apart or both fit in them (a zero pad ties with a zero byte, and the shorter one,
+    a prefix, comes first, as in byte order). Only runs of tokens that agree on all 16 bytes
+    and hold a longer one are sorted again by their whole bytes.
+    """
+    if not ids.size:
+        return np.zeros(0, dtype=np.int64)
+    columns = np.arange(_PREFIX_BYTES)
+    inside = columns < lengths[:, None]
+    at = np.minimum(starts[:, None] + columns, max(text.size - 1, 0))
+    padded = np.where(inside, text[at] if text.size else 0, 0).astype(np.uint8)
+    words = padded.view(">u8")
+    order = np.lexsort((ids, lengths, words[:, 1], words[:, 0]))
+    first, second, long = words[order, 0], words[order, 1], lengths[order] > _PREFIX_BYTES
+    if long.any():
+        starts_run = np.ones(order.size, dtype=bool)
+        starts_run[1:] = (first[1:] != first[:-1]) | (second[1:] != second[:-1])
+        run = np.cumsum(starts_run) - 1
+        edges = np.flatnonzero(np.append(starts_run, True))
+        whole = text.tobytes()
+        for r in np.unique(run[long]).tolist():
+            lo, hi = int(edges[r]), int(edges[r + 1])
+            if hi - lo > 1:
+                members = order[lo:hi].tolist()
+                members.sort(key=lambda k: (whole[starts[k] : starts[k] + lengths[k]], int(ids[k])))
+                order[lo:hi] = members
+    return order
 
 
 @dataclass(frozen=True)
@@ -593,6 +660,24 @@ def _decoder_kind(tokenizer: Any) -> str:
     if "Metaspace" in found or "ByteFallback" in found:
         return "sentencepiece"
     return ",".join(sorted(str(t) for t in found)) or "none"
+
+
+def _decode_all(decode_piece: Any, pieces: list[str]) -> list[bytes]:
+    """Each piece's bytes; byte-level pieces in one translation of their concatenation.
+
+    One ``translate`` and ``encode`` per piece cost 0.2 s for 152k pieces; every character
+    of the GPT-2 alphabet stands for one byte, so the joined pieces translate at once and
+    the result is cut at the pieces' lengths. A piece with a character outside the alphabet
+    (literal text) makes the whole batch go piece by piece, as before.
+    """
+    if decode_piece is not _decode_byte_level:
+        return [decode_piece(piece) for piece in pieces]
+    joined = "".join(pieces)
+    if _OUTSIDE_GPT2.search(joined):
+        return [decode_piece(piece) for piece in pieces]
+    data = joined.translate(_GPT2_TRANSLATION).encode("latin-1")
+    ends = list(itertools.accumulate(map(len, pieces)))
+    return [data[a:b] for a, b in zip([0, *ends], ends)]
 
 
 def _decode_byte_level(piece: str) -> bytes:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import random
 
 import numpy as np
 import pytest
 
 import constrain
 from constrain.testing import token_text, tokenize_continuation
+from constrain.vocabulary import SortedTokens
 
 TEXTS = [
     "Hello, world!",
@@ -75,6 +77,32 @@ def test_token_tries_spell_exactly_the_vocabulary(
     alphabet = vocabulary.byte_alphabet
     held = {b for piece in vocabulary.token_bytes if piece for b in piece}
     assert {i for i, flag in enumerate(alphabet) if flag} == held
+
+
+def test_tokens_sort_by_bytes_then_id_as_python_sorts_them(compiler: constrain.Compiler) -> None:
+    """The numpy sort (16-byte prefixes as two words, then length and id, long ties re-sorted)
+    against Python's own order of (bytes, id) pairs: on the real vocabulary, and on tokens
+    made to tie in their first 16 bytes, hold zero bytes where a shorter token ends, repeat."""
+    vocabulary = compiler.vocabulary
+    real = [(b, i) for i, b in enumerate(vocabulary.token_bytes) if b]
+    rng = random.Random(3)
+    made: list[tuple[bytes, int]] = []
+    for i in range(4000):
+        stem = rng.choice([b"", b"a" * 16, b" " * 15, b"\x00" * 16, b"abcdefgh", bytes(range(20))])
+        tail = bytes(rng.choice([0, 0, 1, 97, 98, 255]) for _ in range(rng.randint(0, 20)))
+        made.append(((stem + tail) or b"x", rng.randint(0, 50)))
+    made += [(b, i + 10_000) for b, i in made[:500]]  # equal bytes under other ids
+    def read(sorted_tokens: SortedTokens) -> list[tuple[bytes, int]]:
+        text = sorted_tokens.text.tobytes()
+        return [(text[a : a + n], int(i)) for a, n, i in
+                zip(sorted_tokens.starts.tolist(), sorted_tokens.lengths.tolist(), sorted_tokens.ids)]  # fmt: skip
+
+    for tokens in (real, made, made[::-1]):
+        assert read(SortedTokens.of(tokens)) == sorted(tokens)
+    # by id, as the vocabulary holds them (None and empty: no token)
+    pieces = [b if i % 7 else None for i, (b, _) in enumerate(made)] + [b""] + list(vocabulary.token_bytes)
+    expected = sorted((b, i) for i, b in enumerate(pieces) if b)
+    assert read(SortedTokens.of_pieces(pieces)) == expected
 
 
 def test_sentencepiece_byte_fallback_and_space_marker(mistral: object) -> None:
