@@ -58,6 +58,8 @@ class Guide(Protocol[State]):
 
 def check_token(token_id: object) -> int:
     """``token_id`` as an int, or :class:`InvalidStateError` (numpy integers are ids too; bools are not)."""
+    if type(token_id) is int:  # the common case, without the isinstance chain
+        return token_id
     if isinstance(token_id, (int, np.integer)) and not isinstance(token_id, (bool, np.bool_)):
         return int(token_id)
     raise InvalidStateError(f"a token id is an integer, not {token_id!r}")

@@ -88,6 +88,8 @@ class RegexGuide(GuideShell[int]):
 
     def _check_state(self, state: object) -> int:
         """``state`` as an int, if it is one this guide handed out (else :class:`InvalidStateError`)."""
+        if type(state) is int and 0 <= state < self.index.dfa.num_states:  # the sampler's case, first
+            return state
         if isinstance(state, (int, np.integer)) and not isinstance(state, bool):
             if state == FINISHED or 0 <= state < self.index.dfa.num_states:
                 return int(state)
@@ -104,8 +106,9 @@ class RegexGuide(GuideShell[int]):
     def _step(self, state: int, token_id: int) -> int | None:
         """Binary search in the state's sorted row: the successor, or None for a token not in it."""
         row = self.index.row(state)
-        # An int32 needle: a Python int would make numpy convert the whole row first.
-        position = int(np.searchsorted(row.token_ids, np.int32(token_id))) if 0 <= token_id < 2**31 else 0
+        # An int32 needle: a Python int would make numpy convert the whole row first. The
+        # array's own method: np.searchsorted's dispatch cost 1.4 of a warm step's 4.1 us.
+        position = int(row.token_ids.searchsorted(np.int32(token_id))) if 0 <= token_id < 2**31 else 0
         if position == len(row.token_ids) or row.token_ids[position] != token_id:
             return None
         return row.successor(position)
