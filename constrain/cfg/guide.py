@@ -117,6 +117,13 @@ class CFGGuide(GuideShell[State]):
 
     def _check_state(self, state: object) -> State:
         """``state``, if it is one this guide's grammar can hand out (else :class:`InvalidStateError`)."""
+        if type(state) is tuple and len(state) == 4:  # the sampler's case first, without the generic checks
+            stack, q, last, pending = state
+            if (
+                type(stack) is int and type(q) is int and type(last) is int and type(pending) is bytes
+                and 0 <= stack < len(self.grammar.stacks) and 0 <= q < self.grammar.lexer.num_states
+            ):  # fmt: skip
+                return cast(State, state)
         if state == FINISHED:
             return FINISHED
         if (
