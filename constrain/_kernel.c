@@ -435,6 +435,130 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(lex_walk_doc,
+"lex_walk(table, emit, final_only, possible, matrix, width, lengths, rows, todo, walkers, out,\n"
+"         offset, drop_inherit) -> pending\n"
+"\n"
+"The grammar index's walk of token rows through the lexer DFA (constrain/cfg/index.py,\n"
+"``MaskIndex._build``), one row at a time. For each i in ``todo``, row ``rows[i]`` (its bytes\n"
+"``matrix[row * width:]``, ``lengths[row]`` of them) goes on from ``walkers[i]`` = (state,\n"
+"last emission, its position, byte position) until it ends: ``out[i]`` = (1, emission,\n"
+"resume) where the lexeme ends (the DFA dies after a match, or reaches a final-only state;\n"
+"(1, -1, offset) where it dies with no match and ``drop_inherit`` is false), (2, possible\n"
+"set, last emission) where the row ends inside a lexeme, (0, 0, 0) where it is dropped, and\n"
+"(3, 0, 0) where a state has no row yet: ``walkers[i]`` then holds where it stopped, the\n"
+"caller expands that state and calls again with those rows. Returns how many are pending.\n"
+"table is the lexer DFA's int32 rows of 256 (-1 dead, -2 not expanded), emit and possible\n"
+"int32 per state, final_only one byte per state; walkers and out int64, 4 and 3 per row.");
+
+static PyObject *
+lex_walk(PyObject *self, PyObject *args)
+{
+    PyObject *o_table, *o_emit, *o_final, *o_possible, *o_matrix, *o_lengths, *o_rows, *o_todo, *o_walkers,
+        *o_out;
+    Py_ssize_t width, offset;
+    int drop_inherit;
+    if (!PyArg_ParseTuple(args, "OOOOOnOOOOOnp", &o_table, &o_emit, &o_final, &o_possible, &o_matrix, &width,
+                          &o_lengths, &o_rows, &o_todo, &o_walkers, &o_out, &offset, &drop_inherit)) {
+        return NULL;
+    }
+    Buffers b = {.held = 0};
+    PyObject *result = NULL;
+    const int32_t *table, *emit, *possible;
+    const uint8_t *final_only, *matrix;
+    const int64_t *lengths, *rows, *todo;
+    int64_t *walkers, *out;
+    Py_ssize_t n_table, n_emit, n_final, n_possible, n_matrix, n_lengths, n_rows, n_todo, n_walkers, n_out;
+    if (take(&b, o_table, 4, 0, "table", &table, &n_table) < 0 || take(&b, o_emit, 4, 0, "emit", &emit, &n_emit) < 0
+        || take(&b, o_final, 1, 0, "final_only", &final_only, &n_final) < 0
+        || take(&b, o_possible, 4, 0, "possible", &possible, &n_possible) < 0
+        || take(&b, o_matrix, 1, 0, "matrix", &matrix, &n_matrix) < 0
+        || take(&b, o_lengths, 8, 0, "lengths", &lengths, &n_lengths) < 0
+        || take(&b, o_rows, 8, 0, "rows", &rows, &n_rows) < 0 || take(&b, o_todo, 8, 0, "todo", &todo, &n_todo) < 0
+        || take(&b, o_walkers, 8, 1, "walkers", &walkers, &n_walkers) < 0
+        || take(&b, o_out, 8, 1, "out", &out, &n_out) < 0) {
+        goto done;
+    }
+    if (table == NULL || emit == NULL || final_only == NULL || possible == NULL || matrix == NULL || lengths == NULL
+        || rows == NULL || walkers == NULL || out == NULL) {
+        PyErr_SetString(PyExc_TypeError, "lex_walk: every argument but todo is an array");
+        goto done;
+    }
+    Py_ssize_t states = n_emit < n_final ? n_emit : n_final;
+    if (n_possible < states) {
+        states = n_possible;
+    }
+    if (n_table / 256 < states) {
+        states = n_table / 256;
+    }
+    if (n_walkers != 4 * n_rows || n_out != 3 * n_rows || width <= 0) {
+        PyErr_SetString(PyExc_ValueError, "lex_walk: walkers and out hold 4 and 3 items per row");
+        goto done;
+    }
+    Py_ssize_t pending = 0;
+    for (Py_ssize_t k = 0; k < (todo == NULL ? n_rows : n_todo); k++) {
+        Py_ssize_t i = todo == NULL ? k : (Py_ssize_t)todo[k];
+        if (i < 0 || i >= n_rows) {
+            PyErr_SetString(PyExc_IndexError, "lex_walk: todo names a row outside rows");
+            goto done;
+        }
+        int64_t row = rows[i];
+        if (row < 0 || row >= n_lengths || lengths[row] > width || (row + 1) * width > n_matrix) {
+            PyErr_SetString(PyExc_IndexError, "lex_walk: a row outside the matrix");
+            goto done;
+        }
+        const uint8_t *data = matrix + row * width;
+        int64_t length = lengths[row];
+        int64_t *walker = walkers + 4 * i, *result_row = out + 3 * i;
+        int64_t state = walker[0], last = walker[1], last_pos = walker[2], pos = walker[3];
+        for (;;) {
+            if (state < 0 || state >= states || pos < 0 || pos >= length) {
+                PyErr_SetString(PyExc_ValueError, "lex_walk: a walker outside the lexer or its row");
+                goto done;
+            }
+            int32_t next = table[state * 256 + data[pos]];
+            if (next == -2) { /* not expanded yet: the caller expands ``state`` */
+                walker[0] = state, walker[1] = last, walker[2] = last_pos, walker[3] = pos;
+                result_row[0] = 3, result_row[1] = 0, result_row[2] = 0;
+                pending++;
+                break;
+            }
+            if (next < 0) { /* dead: the lexeme ends at the last match, or is dropped */
+                if (last >= 0) {
+                    result_row[0] = 1, result_row[1] = last, result_row[2] = last_pos;
+                } else if (!drop_inherit) {
+                    result_row[0] = 1, result_row[1] = -1, result_row[2] = offset;
+                } else {
+                    result_row[0] = 0, result_row[1] = 0, result_row[2] = 0;
+                }
+                break;
+            }
+            pos++;
+            state = next;
+            if (state >= states) {
+                PyErr_SetString(PyExc_ValueError, "lex_walk: the table leads outside the lexer's states");
+                goto done;
+            }
+            int32_t emission = emit[state];
+            if (emission >= 0) {
+                last = emission, last_pos = pos;
+                if (final_only[state]) {
+                    result_row[0] = 1, result_row[1] = emission, result_row[2] = pos;
+                    break;
+                }
+            }
+            if (pos == length) {
+                result_row[0] = 2, result_row[1] = possible[state], result_row[2] = last;
+                break;
+            }
+        }
+    }
+    result = PyLong_FromSsize_t(pending);
+done:
+    release(&b);
+    return result;
+}
+
 /* Append ``item`` (a new reference, or NULL after a failed build) to ``list`` and drop the
    reference: -1 with an exception set where either failed. */
 static int
@@ -1024,6 +1148,7 @@ static PyMethodDef methods[] = {
     {"scatter", scatter, METH_VARARGS, scatter_doc},
     {"gather", gather, METH_VARARGS, gather_doc},
     {"unpack", unpack, METH_VARARGS, unpack_doc},
+    {"lex_walk", lex_walk, METH_VARARGS, lex_walk_doc},
     {"merge", merge, METH_VARARGS, merge_doc},
     {"expand", expand, METH_VARARGS, expand_doc},
     {"closure", closure, METH_VARARGS, closure_doc},
@@ -1044,7 +1169,7 @@ PyInit__kernel(void)
        tasks with pending successors, 3 adds unpack, 4 merge, 5 sweep, place, closure and relocate, 6 expand (sweep and place
        in one). A build older than its Python is left unused, not
        misread. */
-    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 7) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 8) < 0) {
         Py_DECREF(m);
         return NULL;
     }

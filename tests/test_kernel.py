@@ -108,6 +108,90 @@ def test_rows_and_masks_are_the_same_either_way(monkeypatch: pytest.MonkeyPatch,
     assert masks["compiled"] == masks["numpy"]
 
 
+def _canonical_node(index: Any, node: Any) -> tuple[Any, ...]:
+    """A walk node's content, independent of the order its groups were met in and of the numbers
+    a lexer gives its emissions as it meets them (an emission by its terminals' names)."""
+    emits = index.grammar.emits
+
+    def emission(e: int) -> Any:
+        return ("",) if e < 0 else (emits.names[emits.raw[e]], emits.final_name[e])
+
+    ended = sorted(_ids(index, node.ended)) if node.ended is not None else None
+    inside = sorted((names, emission(matched), tuple(sorted(_ids(index, tokens))))
+                    for _, _, members in node.inside for names, matched, tokens in members)  # fmt: skip
+    groups = sorted((emission(e), resume, tuple(index._row_sets[rows].tolist())) for e, resume, rows in node.groups)
+    return ended, inside, groups
+
+
+def _ids(index: Any, tokens: Any) -> list[int]:
+    if tokens.dtype == np.uint32:  # packed bits
+        return np.flatnonzero(np.unpackbits(tokens.view(np.uint8), bitorder="little")).tolist()
+    return sorted(set(tokens.tolist()))
+
+
+@needs_kernel
+@pytest.mark.parametrize("name", ["json", "sql"])
+def test_grammar_walks_are_the_same_either_way(monkeypatch: pytest.MonkeyPatch, smollm2: object, name: str) -> None:
+    """The grammar index's walks (kernel.lex_walk, or numpy level by level): the same mask at every
+    step of random walks, and every walk from a lexer state the same tokens grouped the same way."""
+    from constrain.cfg import compile_grammar
+
+    vocabulary = constrain.Vocabulary.from_tokenizer(smollm2)
+    guides = {}
+    for kind in ("compiled", "numpy"):
+        monkeypatch.setattr(kernel, "compiled", COMPILED if kind == "compiled" else None)
+        guides[kind] = compile_grammar(name, vocabulary)
+    rng = random.Random(11)
+    steps = 0
+    mask, other = allocate_bitmask(vocabulary.size), allocate_bitmask(vocabulary.size)
+    for _ in range(8):
+        monkeypatch.setattr(kernel, "compiled", COMPILED)
+        ids, _ended = random_walk(guides["compiled"], vocabulary, rng, max_tokens=60)
+        states = {kind: guide.initial_state for kind, guide in guides.items()}
+        for token_id in ids:
+            for kind, guide in guides.items():
+                monkeypatch.setattr(kernel, "compiled", COMPILED if kind == "compiled" else None)
+                guide.fill_bitmask(states[kind], mask if kind == "compiled" else other)
+                states[kind] = guide.advance(states[kind], token_id)
+            assert np.array_equal(mask, other)
+            steps += 1
+    walks = {}
+    for kind, guide in guides.items():
+        # Every walk built from a lexer context's start (numbered alike in both: the contexts are
+        # added at compile; other lexer states are numbered as each walk meets them), by what it
+        # walked: row sets by content.
+        index = guide.index
+        starts = set(guide.grammar.start_of_state) | set(guide.grammar.start_after_ignore_of_state)
+        found = {("root", q): node for q, node in index._roots.items() if q in starts}
+        for (q, rows, offset, drop), node in index._nodes.items():
+            if q in starts:
+                found[(q, tuple(index._row_sets[rows].tolist()), offset, drop)] = node
+        walks[kind] = {key: _canonical_node(index, node) for key, node in found.items()}
+    common = set(walks["compiled"]) & set(walks["numpy"])
+    for key in common:
+        assert walks["compiled"][key] == walks["numpy"][key], key[:1]
+    assert steps > 100 and len(common) > 20
+
+
+@needs_kernel
+def test_lex_walk_refuses_bad_arguments() -> None:
+    table = np.full((2, 256), -1, np.int32)
+    emit, possible, final = np.full(2, -1, np.int32), np.zeros(2, np.int32), np.zeros(2, bool)
+    matrix, lengths = np.zeros((3, 4), np.uint8), np.full(3, 2, np.int64)
+    rows = np.arange(3, dtype=np.int64)
+    walkers, out = np.zeros((3, 4), np.int64), np.zeros((3, 3), np.int64)
+    walkers[:] = (0, -1, -1, 0)  # state 0, no match yet, at byte 0
+    assert COMPILED.lex_walk(table, emit, final, possible, matrix, 4, lengths, rows, None, walkers, out, 0, False) == 0
+    assert out[:, 0].tolist() == [1, 1, 1] and out[:, 1].tolist() == [-1, -1, -1]  # dead at once, no match
+    with pytest.raises(ValueError, match="4 and 3 items"):
+        COMPILED.lex_walk(table, emit, final, possible, matrix, 4, lengths, rows, None, walkers[:2], out, 0, False)
+    with pytest.raises(IndexError, match="outside the matrix"):
+        COMPILED.lex_walk(table, emit, final, possible, matrix, 4, lengths, rows + 5, None, walkers, out, 0, False)
+    walkers[0, 0] = 7
+    with pytest.raises(ValueError, match="outside the lexer"):
+        COMPILED.lex_walk(table, emit, final, possible, matrix, 4, lengths, rows, None, walkers, out, 0, False)
+
+
 @needs_kernel
 def test_scatter_and_gather_agree_with_numpy() -> None:
     rng = np.random.default_rng(3)

@@ -32,11 +32,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import TYPE_CHECKING, TypeAlias, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import kernel
 from ..core.cache import BoundedCache
 from ..core.limits import visit_deadline
 from ..core.sharing import Shared
@@ -94,6 +96,9 @@ class MaskIndex(Shared):
         self._all_rows = np.arange(len(self.walk.ids), dtype=np.int64)
         # The token byte matrix by position, so one position's bytes are contiguous.
         self._columns = np.ascontiguousarray(self.walk.matrix.T)
+        # And by row, with int64 lengths, for the compiled walk (kernel.lex_walk).
+        self._matrix = np.ascontiguousarray(self.walk.matrix)
+        self._lengths = self.walk.lengths.astype(np.int64)
         # Row sets are interned by content, and nodes by (lexer state, row set, offset):
         # different parents often hand the same suffixes to the same lexer state (every
         # token starting with a space, after any identifier), so they share a walk.
@@ -317,6 +322,10 @@ class MaskIndex(Shared):
         inside_chunks: dict[tuple[int, int], list[NDArray[np.integer]]] = {}  # token ids, int32 or int64
         groups: list[tuple[int, int, int]] = []
         pending_groups: dict[tuple[int, int], list[NDArray[np.int64]]] = {}
+        inside_lists: dict[tuple[int, int], list[int]] = {}
+        if kernel.compiled is not None and rows.size > _PYTHON_TAIL:
+            self._walk_compiled(kernel.compiled, q, rows, offset, drop_inherit, pending_groups, inside_chunks)
+            rows = rows[:0]
         if rows.size:
             # Rows whose first byte kills the lexeme are settled without walking them.
             first_ok = self._expanded_row(ctx, q)[self._columns[offset][rows]] != DEAD
@@ -335,7 +344,6 @@ class MaskIndex(Shared):
         last = np.full(rows.size, -1, dtype=np.intp)
         last_pos = np.full(rows.size, -1, dtype=np.intp)
         position = offset
-        inside_lists: dict[tuple[int, int], list[int]] = {}
         columns = self._columns
         while rows.size:
             if rows.size <= _PYTHON_TAIL:
@@ -426,6 +434,51 @@ class MaskIndex(Shared):
                 "raise Limits.max_index_entries",
             )  # fmt: skip
         self.entries += count
+
+    def _walk_compiled(
+        self,
+        compiled: ModuleType,
+        q: int,
+        rows: NDArray[np.int64],
+        offset: int,
+        drop_inherit: bool,
+        pending_groups: dict[tuple[int, int], list[NDArray[np.int64]]],
+        inside_chunks: dict[tuple[int, int], list[NDArray[np.integer]]],
+    ) -> None:
+        """The same walk as the vectorised loop, every row to its end in C (``lex_walk``): a
+        row that meets a state with no row yet stops there, the state is expanded (Python)
+        and the walk goes on from where it stopped. The rows' outcomes are then grouped as
+        the loop groups them (the groups' order aside, which no mask depends on)."""
+        ctx = self.grammar.lexer
+        walkers = np.empty((rows.size, 4), dtype=np.int64)
+        walkers[:] = (q, -1, -1, offset)
+        out = np.empty((rows.size, 3), dtype=np.int64)
+        todo: NDArray[np.int64] | None = None
+        while True:
+            pending = compiled.lex_walk(
+                ctx.table, ctx.emit, ctx.final_only, ctx.possible, self._matrix, self._matrix.shape[1],
+                self._lengths, rows, todo, walkers, out, offset, drop_inherit,
+            )  # fmt: skip
+            if not pending:
+                break
+            todo = np.flatnonzero(out[:, 0] == 3).astype(np.int64)
+            ctx.expand(np.unique(walkers[todo, 0]).astype(np.intp))
+        kinds = out[:, 0]
+        for kind in (1, 2):
+            chosen = np.flatnonzero(kinds == kind)
+            if not chosen.size:
+                continue
+            keys = out[chosen, 1] * _KEY + out[chosen, 2] + 1  # (a, b + 1): b may be -1
+            order = np.argsort(keys, kind="stable")
+            chosen, keys = chosen[order], keys[order]
+            starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+            members = rows[chosen] if kind == 1 else self.walk.ids[rows[chosen]]
+            heads = chosen[starts]
+            for a, b, part in zip(out[heads, 1].tolist(), out[heads, 2].tolist(), np.split(members, starts[1:])):
+                if kind == 1:
+                    pending_groups.setdefault((a, b), []).append(cast("NDArray[np.int64]", part))
+                else:
+                    inside_chunks.setdefault((a, b), []).append(cast("NDArray[np.integer]", part))
 
     def _walk_tail(
         self,
