@@ -65,6 +65,10 @@ def check_token(token_id: object) -> int:
     raise InvalidStateError(f"a token id is an integer, not {token_id!r}")
 
 
+#: The one int32 dtype object numpy hands out for int32 arrays (compared by identity first).
+_INT32 = np.dtype(np.int32)
+
+
 def check_bitmask(out: object, vocab_size: int) -> None:
     """Refuse a buffer ``fill_bitmask`` would fill wrongly: another dtype, shape or a non-contiguous view.
 
@@ -72,6 +76,10 @@ def check_bitmask(out: object, vocab_size: int) -> None:
     one row into every row of a 2-D one, silently.
     """
     words = bitmask_size(vocab_size)
+    if type(out) is np.ndarray and out.dtype is _INT32 and out.shape == (words,):  # the sampler's buffer
+        flags = out.flags
+        if flags.c_contiguous and flags.writeable:
+            return
     dtype, shape = getattr(out, "dtype", None), getattr(out, "shape", None)
     if not isinstance(out, np.ndarray):
         raise BitmaskError(f"fill_bitmask writes into a numpy int32 array, not {type(out).__name__}")
