@@ -507,15 +507,19 @@ class SortedTokens:
         spelled = [b for b, _ in items]
         ids = np.fromiter((i for _, i in items), dtype=np.int32, count=len(items))
         text, starts, lengths = _concatenated(spelled)
-        order = _byte_order(text, starts, lengths, ids)
-        return cls(text, starts[order], lengths[order], ids[order])
+        return cls._ordered(text, starts, lengths, ids)
 
     @classmethod
     def of_pieces(cls, pieces: Sequence[bytes | None]) -> "SortedTokens":
         """Token ``i`` spelled ``pieces[i]`` (None or empty: no token), sorted."""
         text, starts, lengths = _concatenated([b or b"" for b in pieces])
         ids = np.flatnonzero(lengths).astype(np.int32)
-        starts, lengths = starts[ids], lengths[ids]
+        return cls._ordered(text, starts[ids], lengths[ids], ids)
+
+    @classmethod
+    def _ordered(
+        cls, text: NDArray[np.uint8], starts: NDArray[np.int64], lengths: NDArray[np.int64], ids: NDArray[np.int32]
+    ) -> "SortedTokens":
         order = _byte_order(text, starts, lengths, ids)
         return cls(text, starts[order], lengths[order], ids[order])
 
