@@ -958,24 +958,53 @@ done:
 }
 
 PyDoc_STRVAR(closure_doc,
-"closure(q, seen, epsilon, edges, live, accept, special) -> (reading, special_states)\n"
+"closure(q, seen, epsilon, edges, live, accept, special, caps, counters, free) -> (reading, special_states)\n"
 "\n"
 "The plain part of an epsilon closure (``LazyDFA._closure``, constrain/regex/automaton.py):\n"
 "from NFA state ``q`` along ``epsilon`` (a list of target lists) through states that no dict of\n"
 "the tuple ``special`` holds (deferred stubs, counter operations, embedded automata, bounded\n"
-"lengths: their counters change, which is Python's part). ``seen`` (a set of states, shared\n"
-"with the caller for one counter stack) is read and extended. Returns the live plain states\n"
-"that read a byte (``edges[s]`` not empty) or are ``accept``, and the special states met, not\n"
-"entered. ``plain_closure`` is the Python path. Most states of a Thompson NFA are plain, and\n"
-"the closure was the first item of every first walk's profile.");
+"lengths: their counters change, which is Python's part). A state of the dict ``caps`` is plain\n"
+"but for its bound: its ``(slot, cap)`` pair drops it (doomed) where ``counters[slot]`` is below\n"
+"``free`` and past ``cap``; it is looked up before ``special``. ``seen`` (a set of states, shared\n"
+"with the caller for one counter stack, ``counters``) is read and extended. Returns the live\n"
+"plain states that read a byte (``edges[s]`` not empty) or are ``accept``, and the special states\n"
+"met, not entered. ``plain_closure`` is the Python path. Most states of a Thompson NFA are plain,\n"
+"and the closure was the first item of every first walk's profile; inside a bounded string\n"
+"(``maxLength``) every state was special until ``caps`` took them in.");
+
+/* Whether a state of ``caps`` is doomed under ``counters`` (1), not (0), or an error (-1). */
+static int
+capped_out(PyObject *cap, PyObject *counters, Py_ssize_t free)
+{
+    if (!PyTuple_Check(cap) || PyTuple_GET_SIZE(cap) != 2) {
+        PyErr_SetString(PyExc_TypeError, "closure: caps holds (slot, cap) pairs");
+        return -1;
+    }
+    Py_ssize_t slot = PyLong_AsSsize_t(PyTuple_GET_ITEM(cap, 0));
+    if (slot == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (slot < 0 || slot >= PyTuple_GET_SIZE(counters)) {
+        PyErr_Format(PyExc_IndexError, "closure: slot %zd is not in the counters", slot);
+        return -1;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(PyTuple_GET_ITEM(counters, slot));
+    Py_ssize_t bound = PyLong_AsSsize_t(PyTuple_GET_ITEM(cap, 1));
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    return count < free && count > bound;
+}
 
 static PyObject *
 closure(PyObject *self, PyObject *args)
 {
-    PyObject *q, *seen, *epsilon, *edges, *o_live, *special;
+    PyObject *q, *seen, *epsilon, *edges, *o_live, *special, *caps, *counters;
     long accept;
-    if (!PyArg_ParseTuple(args, "OO!O!O!OlO!", &q, &PySet_Type, &seen, &PyList_Type, &epsilon, &PyList_Type,
-                          &edges, &o_live, &accept, &PyTuple_Type, &special)) {
+    Py_ssize_t free;
+    if (!PyArg_ParseTuple(args, "OO!O!O!OlO!O!O!n", &q, &PySet_Type, &seen, &PyList_Type, &epsilon, &PyList_Type,
+                          &edges, &o_live, &accept, &PyTuple_Type, &special, &PyDict_Type, &caps, &PyTuple_Type,
+                          &counters, &free)) {
         return NULL;
     }
     Buffers b = {.held = 0};
@@ -1003,8 +1032,21 @@ closure(PyObject *self, PyObject *args)
     stack[top++] = q; /* borrowed: the caller's q, then the epsilon lists' items */
     while (top > 0) {
         PyObject *state = stack[--top];
+        PyObject *cap = PyDict_GetItemWithError(caps, state); /* borrowed */
+        if (cap == NULL && PyErr_Occurred()) {
+            goto done;
+        }
+        if (cap != NULL) {
+            int doomed = capped_out(cap, counters, free);
+            if (doomed < 0) {
+                goto done;
+            }
+            if (doomed) {
+                continue;
+            }
+        }
         int is_special = 0;
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(special) && !is_special; j++) {
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(special) && !is_special && cap == NULL; j++) {
             is_special = PyDict_Contains(PyTuple_GET_ITEM(special, j), state);
             if (is_special < 0) {
                 goto done;
@@ -1167,9 +1209,9 @@ PyInit__kernel(void)
     PyObject *m = PyModule_Create(&module);
     /* What the Python side checks before it uses these kernels (constrain/kernel.py): 2 hands back
        tasks with pending successors, 3 adds unpack, 4 merge, 5 sweep, place, closure and relocate, 6 expand (sweep and place
-       in one). A build older than its Python is left unused, not
+       in one), 9 closure's caps (a bounded Length's plain states). A build older than its Python is left unused, not
        misread. */
-    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 8) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 9) < 0) {
         Py_DECREF(m);
         return NULL;
     }

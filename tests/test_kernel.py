@@ -398,27 +398,38 @@ def test_expand_agrees_with_python() -> None:
 @needs_kernel
 def test_closure_agrees_with_python() -> None:
     """The plain part of an epsilon closure, compiled and Python, on random NFAs (cycles, dead
-    states, special states met and not entered, a seen set carried in); and wrong tables are refused."""
+    states, special states met and not entered, capped states dropped under their counts or
+    walked, a seen set carried in); and wrong tables are refused."""
     rng = random.Random(14)
-    met_any = 0
+    met_any = capped_out = 0
+    free = 1 << 40
     for _ in range(2000):
         n = rng.randrange(1, 30)
         epsilon = [[rng.randrange(n) for _ in range(rng.choice((0, 1, 1, 2, 3)))] for _ in range(n)]
         edges = [[(0, 1, rng.randrange(n))] if rng.random() < 0.4 else [] for _ in range(n)]
         live = bytearray(rng.random() < 0.85 for _ in range(n))
         special = tuple({q: None for q in rng.sample(range(n), rng.randrange(0, min(n, 4) + 1))} for _ in range(2))
+        counters = tuple(rng.choice((0, 3, 7, free + 2)) for _ in range(rng.randrange(1, 4)))
+        # a capped state may also be special: the cap is looked up first (as ``LazyDFA._closure`` fills it)
+        caps = {q: (rng.randrange(len(counters)), rng.randrange(-1, 9)) for q in rng.sample(range(n), rng.randrange(0, n + 1) // 2)}
         q = rng.randrange(n)
         seen = {q} | set(rng.sample(range(n), rng.randrange(0, min(n, 2) + 1)))
-        python_seen = set(seen)
-        expected = automaton.plain_closure(q, python_seen, epsilon, edges, live, n - 1, special)
-        assert COMPILED.closure(q, seen, epsilon, edges, live, n - 1, special) == expected
+        python_seen, uncapped_seen = set(seen), set(seen)
+        expected = automaton.plain_closure(q, python_seen, epsilon, edges, live, n - 1, special, caps, counters, free)
+        assert COMPILED.closure(q, seen, epsilon, edges, live, n - 1, special, caps, counters, free) == expected
         assert seen == python_seen
         met_any += bool(expected[1])
-    assert met_any > 300
+        uncapped = automaton.plain_closure(q, uncapped_seen, epsilon, edges, live, n - 1, special, {}, counters, free)
+        capped_out += uncapped != expected
+    assert met_any > 300 and capped_out > 300
     with pytest.raises(IndexError, match="state 3"):
-        COMPILED.closure(0, {0}, [[3]], [[]], bytearray(b"\x01"), 0, ())
+        COMPILED.closure(0, {0}, [[3]], [[]], bytearray(b"\x01"), 0, (), {}, (), free)
     with pytest.raises(TypeError, match="dicts"):
-        COMPILED.closure(0, {0}, [[]], [[]], bytearray(b"\x01"), 0, ([],))
+        COMPILED.closure(0, {0}, [[]], [[]], bytearray(b"\x01"), 0, ([],), {}, (), free)
+    with pytest.raises(IndexError, match="slot 2"):
+        COMPILED.closure(0, {0}, [[]], [[]], bytearray(b"\x01"), 0, (), {0: (2, 5)}, (1,), free)
+    with pytest.raises(TypeError, match="pairs"):
+        COMPILED.closure(0, {0}, [[]], [[]], bytearray(b"\x01"), 0, (), {0: 5}, (1,), free)
 
 
 @needs_kernel

@@ -103,6 +103,10 @@ class ByteNFA(Shared):
         #: State inside a bounded ``Length`` body → (its marker loop, fewest characters from there to
         #: the body's end); marker → the most of those (see ``_length``).
         self.lengths: dict[int, tuple[int, int]] = {}
+        #: Those of the states in ``lengths`` that are plain otherwise (no operation, stub or embedded
+        #: automaton), once a closure met them: ``(slot, cap)``, doomed where the count at that slot is
+        #: concrete and past ``cap`` (``doomed``). The compiled closure walks them (``plain_closure``).
+        self.caps: dict[int, tuple[int, int]] = {}
         self._slack: dict[int, int] = {}
         self._eager = 0  # inside a Length body: no part is deferred (its pruning reads the whole body)
         self._nonempty_memo: dict[int, bool] = {}
@@ -610,6 +614,12 @@ class ByteNFA(Shared):
         marker, fewest = self.lengths[q]
         count = counters[self.length_slot(q)]
         return count < FREE and count + fewest > self.ops[marker][2]
+
+    def cap(self, q: int) -> tuple[int, int]:
+        """``(slot, cap)`` of a state in ``lengths``: ``doomed`` exactly when the count at ``slot``
+        is concrete and past ``cap`` (the most characters its ``Length`` allows before ``q``)."""
+        marker, fewest = self.lengths[q]
+        return self.length_slot(q), self.ops[marker][2] - fewest
 
     def _separated(self, node: Repeat) -> tuple[int, int]:
         """Items with a separator between them, the item built once (see ``Repeat``).
@@ -1417,17 +1427,26 @@ def pending_code(cell: int) -> int:
 
 def plain_closure(
     q: int, seen: set[int], epsilon: list[list[int]], edges: list[list[tuple[int, int, int]]], live: bytearray,
-    accept: int, special: tuple[dict[int, Any], ...],
+    accept: int, special: tuple[dict[int, Any], ...], caps: dict[int, tuple[int, int]],
+    counters: tuple[int, ...], free: int,
 ) -> tuple[list[int], list[int]]:
     """The plain part of an epsilon closure from ``q``: the live states that read a byte or accept,
     and the special states met (held by a dict of ``special``), not entered; ``seen`` is read and
-    extended. The Python path of the compiled ``closure`` (``_kernel.c``), with the same result."""
+    extended. A state of ``caps`` (a bounded ``Length``'s plain state, ``ByteNFA.caps``) is plain
+    unless doomed: its ``(slot, cap)`` says it is when ``counters[slot]`` is concrete (below
+    ``free``) and past ``cap``. The Python path of the compiled ``closure`` (``_kernel.c``), with
+    the same result."""
     reading: list[int] = []
     met: list[int] = []
     stack = [q]
     while stack:
         s = stack.pop()
-        if any(s in table for table in special):
+        cap = caps.get(s)
+        if cap is not None:
+            count = counters[cap[0]]
+            if count < free and count > cap[1]:
+                continue
+        elif any(s in table for table in special):
             met.append(s)
             continue
         if not live[s]:
@@ -1757,6 +1776,7 @@ class LazyDFA(Shared):
         deferred, live, lengths, embedded_of, ops = nfa.deferred, nfa.live, nfa.lengths, nfa.embedded, nfa.ops
         edges, epsilon, accept = nfa.edges, nfa.epsilon, nfa.accept
         special = (deferred, lengths, embedded_of, ops)
+        caps = nfa.caps
         plain = kernel.compiled.closure if kernel.compiled is not None else plain_closure
         seen: dict[tuple[int, ...], set[int]] = {start[1]: {start[0]}}
         stack = [start]
@@ -1764,10 +1784,14 @@ class LazyDFA(Shared):
         while stack:
             virtual = stack.pop()
             q, counters = virtual
-            if not (q in deferred or q in lengths or q in embedded_of or q in ops):
-                reading, met = plain(q, seen[counters], epsilon, edges, live, accept, special)
+            if q in caps or not (q in deferred or q in lengths or q in embedded_of or q in ops):
+                reading, met = plain(q, seen[counters], epsilon, edges, live, accept, special, caps, counters, FREE)
                 result += [(s, counters) for s in reading]
                 stack += [(s, counters) for s in met]  # (already seen: the plain walk marked them)
+                continue
+            if q in lengths and not (q in deferred or q in embedded_of or q in ops):
+                caps[q] = nfa.cap(q)  # plain but for its Length's bound: the plain walk takes it from now on
+                stack.append(virtual)
                 continue
             if q in deferred:
                 nfa.build_deferred(q)
