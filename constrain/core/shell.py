@@ -153,8 +153,14 @@ class GuideShell(Generic[S]):
     def allowed_tokens(self, state: S) -> NDArray[np.bool_]:
         # A fresh array each call (callers change it: EOS left out, a pool narrowed), unpacked
         # from the cached packed mask by the kernel: 2.2 us on a cached 49k-token mask where
-        # fill_bitmask takes 1.2 and numpy's unpackbits (the fallback) 4.4.
-        packed = self._mask(state)
+        # fill_bitmask takes 1.2 and numpy's unpackbits (the fallback) 4.4. The cache first, as
+        # in fill_bitmask.
+        try:
+            packed = self._masks.get(state)
+        except TypeError:  # unhashable, so no state: ``_mask`` says so
+            packed = None
+        if packed is None:
+            packed = self._mask(state)
         compiled = kernel.compiled
         if compiled is None:
             return np.unpackbits(packed.view(np.uint8), count=self.vocab_size, bitorder="little").view(np.bool_)
