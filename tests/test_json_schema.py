@@ -526,6 +526,26 @@ def test_an_object_that_cannot_have_enough_keys_is_an_empty_value(smollm2: objec
     assert accepts(guide, tokenize_continuation(smollm2, '{"a": {"b": 1}}'))
 
 
+@pytest.mark.parametrize("strict", [True, False])
+def test_not_max_properties_zero_is_an_object_with_a_property(smollm2: object, strict: bool) -> None:
+    """Found by the schema fuzzer (seed 19 at 1310397, spec mode): a ``not`` subtracts a superset
+    of its schema, and the superset of ``maxProperties`` dropped every bound, 0 too, so
+    ``not: {maxProperties: 0}`` was any value minus any value. Its liveness search ran out of
+    budget: at the top a ``max_search_states`` error, as a member a value that could never
+    start, after the guide had allowed the comma before it (a dead end). A text with a member
+    has a property: "no member" is exact in a superset, and the bound stays."""
+    compiler = constrain.Compiler(smollm2)
+    alone = compiler.json_schema({"not": {"maxProperties": 0}}, strict_properties=strict)
+    for text, valid in [('{"x": 1}', True), ('{"b": {"x": 1}}', True), ("{}", False), ("1", False), ("[]", False)]:
+        assert accepts(alone, tokenize_continuation(smollm2, text)) is valid, text
+    schema = {"type": "object", "properties": {"a": {"type": "null"}, "b": {"not": {"maxProperties": 0}}},
+              "required": ["a"], "additionalProperties": False}  # fmt: skip
+    member = compiler.json_schema(schema, strict_properties=strict)
+    for text, valid in [('{"a": null, "b": {"x": 1}}', True), ('{"a": null}', True), ('{"a": null, "b": 1}', False),
+                        ('{"a": null, "b": {}}', False)]:  # fmt: skip
+        assert accepts(member, tokenize_continuation(smollm2, text)) is valid, text
+
+
 #: An array no element can satisfy: contains an array of at least one and at most no items.
 _NO_ARRAY = {"type": "array", "contains": {"type": "array", "minItems": 1, "maxItems": 0}, "maxContains": 1}
 

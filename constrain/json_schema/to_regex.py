@@ -1676,8 +1676,11 @@ class _Walker:
             raise SchemaError(f"dependentRequired at {pointer} must map names to lists of names")
         if high is not None and (low > high or len(required) > high):
             return NOTHING  # contradictory counts: no object at all
-        if self.over and not self.distinct_keys:
-            high = None  # a text that repeats a key (declared or not) holds more members than its value
+        if self.over and not self.distinct_keys and high:
+            # A text that repeats a key (declared or not) holds more members than its value. Not
+            # for none: a text with a member has a property, so "no member" stays exact, and
+            # `not: {maxProperties: 0}` (an object with a property, or no object) is no empty language.
+            high = None
         counted = bool(low or high is not None or dependent or presence)
         keys = [(self.key_pattern(p, f"{pointer}/patternProperties/{_escape_pointer(p)}"), sub, p)
                 for p, sub in patterns.items()]  # fmt: skip
