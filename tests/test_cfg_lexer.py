@@ -225,3 +225,26 @@ def test_the_cased_characters_are_those_case_mapping_changes() -> None:
             found.update([code] + [ord(other) for other in (low, up) if len(other) == 1])
     assert pyregex._cased() == tuple(sorted(found))
     assert pyregex._all_characters() == "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+
+
+def test_wide_lexer_states_split_their_bytes_as_narrow_ones_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lexer state's targets by byte, in thread order: the numpy split of wide states (past
+    ``_WIDE_EDGES`` edges) gives the byte loop's lists on random threads (overlapping ranges,
+    repeated targets, bytes no edge covers)."""
+    from constrain.cfg import lexer
+
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randrange(1, 200)
+        edges = []
+        for _ in range(n):
+            ranges = []
+            for _ in range(rng.choice((0, 1, 1, 2, 3))):
+                lo = rng.randrange(256)
+                ranges.append((lo, min(255, lo + rng.choice((0, 0, 1, 5, 40, 255))), rng.randrange(50)))
+            edges.append(ranges)
+        states = rng.sample(range(n), rng.randrange(1, n + 1))
+        monkeypatch.setattr(lexer, "_WIDE_EDGES", 10**9)
+        narrow = lexer._targets_by_byte(states, edges)
+        monkeypatch.setattr(lexer, "_WIDE_EDGES", 0)
+        assert lexer._targets_by_byte(states, edges) == narrow

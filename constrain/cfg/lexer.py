@@ -42,6 +42,11 @@ from .pyregex import PriorityNFA
 
 __all__ = ["DEAD", "UNEXPANDED", "LexerContext", "EmitTable", "LexerDFA"]
 
+#: A lexer state with more NFA edges than this splits its bytes with numpy (``_targets_by_byte``).
+_WIDE_EDGES = 64
+#: What a first visit was doing when its clock ran out here.
+_BUILDING = "while building the lexer states of a first-visit mask"
+
 DEAD = -1
 #: Table entry of a state whose row was not computed yet.
 UNEXPANDED = -2
@@ -275,8 +280,9 @@ class LexerDFA(Shared):
     def _expand_one(self, state: int) -> None:
         # A state of long bounded repeats holds thousands of threads, and a first-visit mask
         # can build hundreds of them (a fuzzed terminal: 442 states, 25 s): its clock is checked
-        # before each, so a first visit ends within timeout_s plus the time of one state
-        check_visit_deadline("while building the lexer states of a first-visit mask")
+        # before each state and before each successor's closure, as one state alone ran for
+        # minutes (a fuzzed terminal's (...){20,25}, timeout_s=5)
+        check_visit_deadline(_BUILDING)
         main, _match, shadow, _emit = self._keys[state]
         row = np.full(256, DEAD, dtype=np.int32)
         if main:  # a final-only state has no successors: the lexeme ended here
@@ -292,6 +298,7 @@ class LexerDFA(Shared):
                 key = (tuple(targets), shadow_targets)
                 successor = successors.get(key)
                 if successor is None:
+                    check_visit_deadline(_BUILDING)
                     new_main, match = self._closure(targets)
                     new_shadow, _ = self._shadow_closure(list(shadow_targets))
                     successor = self._intern(new_main, match, new_shadow)
@@ -302,14 +309,31 @@ class LexerDFA(Shared):
 
 
 def _targets_by_byte(states: Iterable[int], edges: list[list[tuple[int, int, int]]]) -> list[list[int] | None]:
-    """For each byte, the NFA targets ``states`` reach on it (None: none), in state order."""
+    """For each byte, the NFA targets ``states`` reach on it (None: none), in state order.
+
+    A byte at a time where the state is narrow; past ``_WIDE_EDGES`` edges, one numpy pass per
+    stretch of bytes that no edge starts or ends inside (all of its bytes share one list): a
+    state of a long bounded repeat holds thousands of threads whose ranges span most bytes,
+    and the loop appended to 256 lists per thread.
+    """
+    flat = [edge for p in states for edge in edges[p]]
     by_byte: list[list[int] | None] = [None] * 256
-    for p in states:
-        for lo, hi, target in edges[p]:
+    if len(flat) <= _WIDE_EDGES:
+        for lo, hi, target in flat:
             for byte in range(lo, hi + 1):
                 bucket = by_byte[byte]
                 if bucket is None:
                     by_byte[byte] = [target]
                 else:
                     bucket.append(target)
+        return by_byte
+    check_visit_deadline(_BUILDING)
+    lows, highs, targets = np.array(flat, dtype=np.int64).T
+    cuts = np.unique(np.concatenate([lows, highs + 1])).tolist()
+    for start, end in zip(cuts, cuts[1:]):
+        covering = targets[(lows <= start) & (highs >= start)]
+        if covering.size:
+            shared = covering.tolist()
+            for byte in range(start, end):
+                by_byte[byte] = shared
     return by_byte
