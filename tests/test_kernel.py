@@ -433,6 +433,36 @@ def test_closure_agrees_with_python() -> None:
 
 
 @needs_kernel
+def test_lexer_closure_agrees_with_python() -> None:
+    """A lexer state's threads, compiled and Python, on random priority NFAs (cycles, dead
+    states, accepting states that cut the walk, pending states that stop it); and wrong tables
+    are refused."""
+    from constrain.cfg.lexer import priority_closure
+
+    rng = random.Random(15)
+    stopped = cut = 0
+    for _ in range(3000):
+        n = rng.randrange(1, 40)
+        eps = [[rng.randrange(n) for _ in range(rng.choice((0, 1, 1, 2, 3)))] for _ in range(n)]
+        edges = [[(0, 1, rng.randrange(n))] if rng.random() < 0.5 else [] for _ in range(n)]
+        accept = [rng.randrange(5) if rng.random() < 0.1 else -1 for _ in range(n)]
+        live = bytearray(rng.random() < 0.85 for _ in range(n))
+        pending = set(rng.sample(range(n), rng.choice((0, 0, 0, 1))))
+        seeds = rng.sample(range(n), rng.randrange(1, min(n, 4) + 1))
+        expected = priority_closure(seeds, live, pending, accept, edges, eps)
+        assert COMPILED.lexer_closure(seeds, live, pending, accept, edges, eps) == expected
+        stopped += expected[0] is None
+        cut += expected[0] is not None and expected[1] >= 0
+    assert stopped > 100 and cut > 300
+    for _ in range(3):  # the seen marks of one call never leak into the next
+        assert COMPILED.lexer_closure([0], bytearray(b"\x01\x01"), set(), [-1, -1], [[(0, 1, 1)], []], [[1], []]) == ((0,), -1)
+    with pytest.raises(IndexError, match="state 3"):
+        COMPILED.lexer_closure([3], bytearray(b"\x01"), set(), [-1], [[]], [[]])
+    with pytest.raises(TypeError, match="lists"):
+        COMPILED.lexer_closure([0], bytearray(b"\x01"), set(), [-1], [None], [[]])
+
+
+@needs_kernel
 def test_relocate_agrees_with_python() -> None:
     """A slice of NFA states copied and moved, compiled and as ``ByteNFA._instantiate``'s Python
     path writes it (edges that leave the slice dropped); and a slice outside the tables is refused."""

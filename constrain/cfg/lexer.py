@@ -28,6 +28,7 @@ still become, used to drop tokens whose lexeme the parser could never take.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Iterable
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import kernel
 from ..core.limits import check_visit_deadline
 from ..core.sharing import Shared
 from ..errors import LimitExceededError
@@ -174,29 +176,15 @@ class LexerDFA(Shared):
     # ------------------------------------------------------------------ construction
 
     def _closure(self, seeds: list[int]) -> tuple[tuple[int, ...], int]:
-        """Threads reachable from ``seeds`` in priority order, cut after the first accept state."""
+        """Threads reachable from ``seeds`` in priority order, cut after the first accept state
+        (the compiled ``lexer_closure`` where the package has it, else ``priority_closure``)."""
         nfa = self.nfa
-        out: list[int] = []
-        seen: set[int] = set()
-        stack = seeds[::-1]
-        while stack:
-            p = stack.pop()
-            if p in seen:
-                continue
-            seen.add(p)
-            if not nfa.live[p]:
-                continue
-            if p in nfa.pending:
-                nfa.materialize(p)
-            tag = nfa.accept[p]
-            if tag >= 0:
-                return tuple(out), tag
-            if nfa.edges[p]:
-                out.append(p)
-            eps = nfa.eps[p]
-            if eps:
-                stack.extend(eps[::-1])
-        return tuple(out), -1
+        walk = kernel.compiled.lexer_closure if kernel.compiled is not None else priority_closure
+        while True:
+            threads, tag = walk(seeds, nfa.live, nfa.pending, nfa.accept, nfa.edges, nfa.eps)
+            if threads is not None:
+                return threads, tag
+            nfa.materialize(tag)  # a state backed by an automaton, met for the first time: again
 
     def _shadow_closure(self, seeds: list[int]) -> tuple[frozenset[int], None]:
         nfa = self.nfa
@@ -290,9 +278,13 @@ class LexerDFA(Shared):
             by_byte = _targets_by_byte(main, edges)
             shadow_by_byte = _targets_by_byte(shadow, edges)
             successors: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+            last: tuple[object, object, int] = (None, None, DEAD)
             for byte in range(256):
                 targets = by_byte[byte]
                 if targets is None:
+                    continue
+                if targets is last[0] and shadow_by_byte[byte] is last[1]:
+                    row[byte] = last[2]  # a stretch of bytes that shares its lists (wide states)
                     continue
                 shadow_targets = tuple(sorted(shadow_by_byte[byte] or ()))
                 key = (tuple(targets), shadow_targets)
@@ -304,8 +296,39 @@ class LexerDFA(Shared):
                     successor = self._intern(new_main, match, new_shadow)
                     successors[key] = successor
                 row[byte] = successor
+                last = (targets, shadow_by_byte[byte], successor)
         self.table[state] = row
         self.expanded[state] = True
+
+
+def priority_closure(
+    seeds: list[int], live: bytearray, pending: set[int], accept: list[int],
+    edges: list[list[tuple[int, int, int]]], eps: list[list[int]],
+) -> tuple[tuple[int, ...] | None, int]:
+    """The threads reachable from ``seeds`` (depth first, in priority order) that read a byte,
+    cut at the first accepting state, and its tag (-1: none); ``(None, state)`` where the walk
+    meets a ``pending`` state, which the caller fills in before it asks again. The Python path
+    of the compiled ``lexer_closure`` (``_kernel.c``), with the same result."""
+    out: list[int] = []
+    seen: set[int] = set()
+    stack = seeds[::-1]
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        if not live[p]:
+            continue
+        if p in pending:
+            return None, p
+        tag = accept[p]
+        if tag >= 0:
+            return tuple(out), tag
+        if edges[p]:
+            out.append(p)
+        if eps[p]:
+            stack.extend(eps[p][::-1])
+    return tuple(out), -1
 
 
 def _targets_by_byte(states: Iterable[int], edges: list[list[tuple[int, int, int]]]) -> list[list[int] | None]:
@@ -328,7 +351,8 @@ def _targets_by_byte(states: Iterable[int], edges: list[list[tuple[int, int, int
                     bucket.append(target)
         return by_byte
     check_visit_deadline(_BUILDING)
-    lows, highs, targets = np.array(flat, dtype=np.int64).T
+    spans = np.fromiter(itertools.chain.from_iterable(flat), dtype=np.int64, count=3 * len(flat))
+    lows, highs, targets = spans.reshape(-1, 3).T  # (fromiter: a third faster than np.array on tuples)
     cuts = np.unique(np.concatenate([lows, highs + 1])).tolist()
     for start, end in zip(cuts, cuts[1:]):
         covering = targets[(lows <= start) & (highs >= start)]
