@@ -527,23 +527,34 @@ def test_an_object_that_cannot_have_enough_keys_is_an_empty_value(smollm2: objec
 
 
 @pytest.mark.parametrize("strict", [True, False])
-def test_not_max_properties_zero_is_an_object_with_a_property(smollm2: object, strict: bool) -> None:
-    """Found by the schema fuzzer (seed 19 at 1310397, spec mode): a ``not`` subtracts a superset
-    of its schema, and the superset of ``maxProperties`` dropped every bound, 0 too, so
-    ``not: {maxProperties: 0}`` was any value minus any value. Its liveness search ran out of
-    budget: at the top a ``max_search_states`` error, as a member a value that could never
-    start, after the guide had allowed the comma before it (a dead end). A text with a member
-    has a property: "no member" is exact in a superset, and the bound stays."""
+def test_not_max_properties_is_an_object_with_more_properties(smollm2: object, strict: bool) -> None:
+    """Found by the schema fuzzer (seeds 19 at 1310397 and at f5b0509, spec mode): a ``not``
+    subtracts a superset of its schema, and the superset of ``maxProperties`` is every object
+    (a repeated key makes more members than properties), so ``not: {maxProperties: k}`` was
+    any value minus any value. Its liveness search ran out of budget: at the top a
+    ``max_search_states`` error, as a member a value that could never start, after the guide had
+    allowed the comma before it (a dead end), and valid instances refused. Now ``not`` of
+    ``maxProperties`` alone is its positive form, an object with ``minProperties: k + 1`` (open in
+    both modes, as the free-form value it was taken from), and a superset keeps ``maxProperties:
+    0`` (a text with a member has a property)."""
     compiler = constrain.Compiler(smollm2)
-    alone = compiler.json_schema({"not": {"maxProperties": 0}}, strict_properties=strict)
-    for text, valid in [('{"x": 1}', True), ('{"b": {"x": 1}}', True), ("{}", False), ("1", False), ("[]", False)]:
-        assert accepts(alone, tokenize_continuation(smollm2, text)) is valid, text
-    schema = {"type": "object", "properties": {"a": {"type": "null"}, "b": {"not": {"maxProperties": 0}}},
-              "required": ["a"], "additionalProperties": False}  # fmt: skip
-    member = compiler.json_schema(schema, strict_properties=strict)
-    for text, valid in [('{"a": null, "b": {"x": 1}}', True), ('{"a": null}', True), ('{"a": null, "b": 1}', False),
-                        ('{"a": null, "b": {}}', False)]:  # fmt: skip
-        assert accepts(member, tokenize_continuation(smollm2, text)) is valid, text
+    objects = ["{}", '{"x": 1}', '{"x": 1, "y": 2}', '{"a": 1, "b": {"x": 1}, "c": 3}']
+    for bound in (0, 1, 2):
+        negated = {"not": {"maxProperties": bound}}
+        nested = {"not": {"type": "object", "maxProperties": 0}} if bound == 0 else None  # through the superset
+        for schema in filter(None, [negated, nested]):
+            guide = compiler.json_schema(schema, strict_properties=strict)
+            for text in [*objects, "1", "[]", '"s"']:
+                valid = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+                assert accepts(guide, tokenize_continuation(smollm2, text)) is valid, (schema, text)
+    for bound in (0, 1):
+        schema = {"type": "object", "properties": {"a": {"type": "null"}, "b": {"not": {"maxProperties": bound}}},
+                  "required": ["a"], "additionalProperties": False}  # fmt: skip
+        member = compiler.json_schema(schema, strict_properties=strict)
+        for text in ['{"a": null, "b": {"x": 1, "y": 2}}', '{"a": null}', '{"a": null, "b": 1}', '{"a": null, "b": {}}',
+                     '{"a": null, "b": {"x": 1}}']:  # fmt: skip
+            valid = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+            assert accepts(member, tokenize_continuation(smollm2, text)) is valid, (bound, text)
 
 
 #: An array no element can satisfy: contains an array of at least one and at most no items.

@@ -1196,6 +1196,12 @@ class _Walker:
     def negation(self, schema: dict[str, Any], pointer: str) -> Node:
         """``not``: the siblings' texts minus a superset of the negated schema's texts (exact where that is)."""
         inner = self.deref(schema.pop("not"), pointer)
+        listed = "enum" in schema or "const" in schema  # the rest's texts hold each key once
+        # (listed values are exact below, and a superset walker subtracts a subset, which keeps the bound)
+        flipped = None if listed or self.over else _flipped_max_properties(inner)
+        if flipped is not None and isinstance(schema.get("allOf", []), list):
+            # the same schema with the negation's positive form beside it
+            return self.node({**schema, "allOf": [*schema.pop("allOf", []), flipped]}, pointer)
         rest = self.node(schema or True, pointer)
         if inner is False:
             return rest
@@ -1207,7 +1213,6 @@ class _Walker:
             except ConstrainError:
                 return rest
         else:
-            listed = "enum" in schema or "const" in schema  # the rest's texts hold each key once
             excluded = (self.distinct_keys_superset() if listed else self.superset()).node(inner, f"{pointer}/not")
         return rest if excluded == NOTHING else Difference(rest, (excluded,))
 
@@ -2650,6 +2655,25 @@ def _json_key(value: Any) -> str:
         return v
 
     return json.dumps(normal(value), sort_keys=True)
+
+
+def _flipped_max_properties(inner: Any) -> dict[str, Any] | None:
+    """An open object of ``minProperties: k + 1`` where ``inner`` asserts ``maxProperties: k``
+    alone (every non-object satisfies it), else None.
+
+    A ``not`` subtracts a superset of its schema, and for texts that may repeat a key the
+    superset of ``maxProperties: k`` (k ≥ 1) is every object (a repeated key makes more
+    members than properties), so ``not: {maxProperties: 1}`` was empty, and as a member's
+    value a dead end after the comma before it (schema fuzzer, seed 19 at f5b0509). Its
+    positive form is exact, and ``minProperties`` keeps its documented count of undeclared
+    keys (once per group of their last byte).
+    """
+    if not isinstance(inner, dict) or set(inner) & _ASSERTIONS != {"maxProperties"}:
+        return None
+    bound = inner["maxProperties"]
+    if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
+        return None  # a bad bound: the usual path names it
+    return {"type": "object", "minProperties": bound + 1, "additionalProperties": True}  # open, as `not` left it
 
 
 def _json_in(value: Any, values: list[Any]) -> bool:
