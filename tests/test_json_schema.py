@@ -534,15 +534,17 @@ def test_not_max_properties_is_an_object_with_more_properties(smollm2: object, s
     any value minus any value. Its liveness search ran out of budget: at the top a
     ``max_search_states`` error, as a member a value that could never start, after the guide had
     allowed the comma before it (a dead end), and valid instances refused. Now ``not`` of
-    ``maxProperties`` alone is its positive form, an object with ``minProperties: k + 1`` (open in
+    ``maxProperties`` alone (or beside ``type: object``) is its positive form, an object with
+    ``minProperties: k + 1`` (open in
     both modes, as the free-form value it was taken from), and a superset keeps ``maxProperties:
     0`` (a text with a member has a property)."""
     compiler = constrain.Compiler(smollm2)
     objects = ["{}", '{"x": 1}', '{"x": 1, "y": 2}', '{"a": 1, "b": {"x": 1}, "c": 3}']
     for bound in (0, 1, 2):
         negated = {"not": {"maxProperties": bound}}
-        nested = {"not": {"type": "object", "maxProperties": 0}} if bound == 0 else None  # through the superset
-        for schema in filter(None, [negated, nested]):
+        typed = {"not": {"type": "object", "maxProperties": bound}}  # non-objects besides
+        nested = {"not": {"allOf": [{"maxProperties": 0}]}} if bound == 0 else None  # through the superset
+        for schema in filter(None, [negated, typed, nested]):
             guide = compiler.json_schema(schema, strict_properties=strict)
             for text in [*objects, "1", "[]", '"s"']:
                 valid = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))

@@ -2658,22 +2658,28 @@ def _json_key(value: Any) -> str:
 
 
 def _flipped_max_properties(inner: Any) -> dict[str, Any] | None:
-    """An open object of ``minProperties: k + 1`` where ``inner`` asserts ``maxProperties: k``
-    alone (every non-object satisfies it), else None.
+    """The negation of ``inner`` as a positive schema, where ``inner`` asserts ``maxProperties: k``
+    alone or beside ``type: "object"``, else None.
 
     A ``not`` subtracts a superset of its schema, and for texts that may repeat a key the
     superset of ``maxProperties: k`` (k ≥ 1) is every object (a repeated key makes more
     members than properties), so ``not: {maxProperties: 1}`` was empty, and as a member's
-    value a dead end after the comma before it (schema fuzzer, seed 19 at f5b0509). Its
-    positive form is exact, and ``minProperties`` keeps its documented count of undeclared
-    keys (once per group of their last byte).
+    value a dead end after the comma before it (schema fuzzer, seed 19 at f5b0509). Every
+    non-object satisfies ``maxProperties``, so its negation is exactly an object with more than
+    ``k`` properties (and, where ``inner`` also asks for an object, every non-object besides):
+    open in both modes, as the free-form value it replaces, with ``minProperties``' documented
+    count of undeclared keys (once per group of their last byte).
     """
-    if not isinstance(inner, dict) or set(inner) & _ASSERTIONS != {"maxProperties"}:
+    asserted = set(inner) & _ASSERTIONS if isinstance(inner, dict) else set()
+    if not {"maxProperties"} <= asserted <= {"maxProperties", "type"}:
         return None
-    bound = inner["maxProperties"]
-    if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
-        return None  # a bad bound: the usual path names it
-    return {"type": "object", "minProperties": bound + 1, "additionalProperties": True}  # open, as `not` left it
+    bound, kind = inner["maxProperties"], inner.get("type")
+    if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0 or kind not in (None, "object"):
+        return None  # a bad bound or type: the usual path names it; other types: the usual path
+    larger = {"type": "object", "minProperties": bound + 1, "additionalProperties": True}
+    if kind is None:
+        return larger
+    return {"anyOf": [{"type": ["null", "boolean", "number", "string", "array"]}, larger]}
 
 
 def _json_in(value: Any, values: list[Any]) -> bool:
