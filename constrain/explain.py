@@ -308,7 +308,7 @@ def explain(
         return _explain_grammar(guide, token_ids, data, max_states)
     dfa, index = guide.index.dfa, guide.index
     explored = _explore(guide, max_states)
-    sparsity = [(s, int(len(index.row(s).token_ids) + (len(vocabulary.eos_token_ids) if dfa.is_final(s) else 0)))
+    sparsity = [(s, int(index.row(s).size + (len(vocabulary.eos_token_ids) if dfa.is_final(s) else 0)))
                 for s in explored]  # fmt: skip
     steps, final = _log(guide, token_ids) if token_ids is not None else ([], None)
     return Explanation(

@@ -127,7 +127,7 @@ class _RegexBytes(_Bytes):
     def live(self, state: Hashable) -> bool:
         if self.bytes_are_tokens:
             return True
-        return bool(self.dfa.is_final(state)) or len(self.guide.index.row(state).token_ids) > 0
+        return bool(self.dfa.is_final(state)) or self.guide.index.row(state).size > 0
 
 
 class _GrammarBytes(_Bytes):

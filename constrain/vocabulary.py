@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .errors import ConfigurationError, VocabularyError
+from .guide import bitmask_from_token_ids
 
 T = TypeVar("T")
 
@@ -218,7 +219,7 @@ class Vocabulary:
         key = ("split", first, rest, utf8, utf8_first)
         split: ClassSplit | None = self._sorted.get(key)
         if split is None:
-            split = ClassSplit.build(self.walk_tables(), first, rest, utf8=utf8, utf8_first=utf8_first)
+            split = ClassSplit.build(self.walk_tables(), first, rest, self.size, utf8=utf8, utf8_first=utf8_first)
             self._sorted[key] = split
         return split
 
@@ -362,17 +363,20 @@ class ClassSplit:
     ``opened`` flags the first bytes of the tokens taken (``first``, plus the UTF-8 lead
     bytes when whole characters start the loop). ``inside`` (sorted ids): the tokens all
     of whose later bytes stay in the loop, a byte of ``rest`` or (with ``utf8``) a whole
-    valid UTF-8 character at a time. ``suffixes``: a trie of the other tokens' suffixes,
-    each from the first byte where the token leaves the loop.
+    valid UTF-8 character at a time; ``inside_words``, the same as a packed bitmask (a row
+    that holds them copies it into a mask, see ``regex.index.Row``). ``suffixes``: a trie
+    of the other tokens' suffixes, each from the first byte where the token leaves the loop.
     """
 
     opened: NDArray[np.bool_]
     inside: NDArray[np.int32]
+    inside_words: NDArray[np.int32]
     suffixes: "TokenTrie"
 
     @classmethod
     def build(
-        cls, tables: "WalkTables", first: bytes, rest: bytes, *, utf8: bool = False, utf8_first: bool = False
+        cls, tables: "WalkTables", first: bytes, rest: bytes, size: int, *, utf8: bool = False,
+        utf8_first: bool = False,
     ) -> "ClassSplit":
         # All in whole-vocabulary array steps (a Python loop per token cost 30-80 ms a pair,
         # and real schemas meet a hundred pairs): where each token first leaves the loop.
@@ -397,7 +401,8 @@ class ClassSplit:
         cut = np.flatnonzero(taken & ~stay)
         pieces, ids = tables.pieces, tables.ids
         suffixes = [(pieces[r][e:], i) for r, e, i in zip(cut.tolist(), end[cut].tolist(), ids[cut].tolist())]
-        return cls(opened, np.sort(ids[stay]).astype(np.int32), TokenTrie.build(suffixes))
+        inside = np.sort(ids[stay]).astype(np.int32)
+        return cls(opened, inside, bitmask_from_token_ids(inside, size), TokenTrie.build(suffixes))
 
 
 @dataclass(frozen=True)

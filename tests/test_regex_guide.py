@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import constrain
+from constrain.guide import bitmask_from_token_ids
 from constrain.testing import accepts, random_walk, token_text, tokenize_continuation
 
 PATTERNS = [
@@ -216,9 +217,16 @@ def test_rows_split_by_byte_class_equal_plain_walks(compiler: constrain.Compiler
         if row is None:
             continue
         split += 1
-        reference = index._row_of(*index._walk(state, index._trie))
-        assert np.array_equal(row.token_ids, reference.token_ids), state
-        assert np.array_equal(row.next_states, reference.next_states), state
+        ref_ids, ref_states = index._sorted(*index._walk(state, index._trie))
+        assert np.array_equal(row.token_ids, ref_ids), state
+        assert np.array_equal(row.next_states, ref_states), state
+        # what a step and a mask read: the split's shared part and the row's own, not merged
+        assert row.inside is not None and row.size == ref_ids.size
+        size = compiler.vocabulary.size
+        assert np.array_equal(row.mask(size), bitmask_from_token_ids(ref_ids, size)), state
+        refused = np.setdiff1d(np.arange(size, dtype=np.int32), ref_ids)
+        assert [row.find(t) for t in ref_ids.tolist()] == ref_states.tolist(), state
+        assert all(row.find(t) is None for t in refused.tolist()), state
     assert split, "no wide state split"
 
 
