@@ -1534,6 +1534,9 @@ class LazyDFA(Shared):
         self.expanded = np.zeros(64, dtype=bool)
         self.table: NDArray[np.int32] = np.full((64, 256), DEAD, dtype=np.int32)
         self._lock = threading.RLock()
+        #: The NFA's tables a closure reads (the same objects for the NFA's life: they grow in place).
+        self._special = (nfa.deferred, nfa.live, nfa.lengths, nfa.embedded, nfa.ops)
+        self._special_four = (nfa.deferred, nfa.lengths, nfa.embedded, nfa.ops)
         start = self._closure_of([(nfa.start, ())])
         self.start = DEAD if not start else self._intern(start)
 
@@ -1773,14 +1776,25 @@ class LazyDFA(Shared):
         if cached is not None:
             return cached
         nfa = self.nfa
-        deferred, live, lengths, embedded_of, ops = nfa.deferred, nfa.live, nfa.lengths, nfa.embedded, nfa.ops
+        deferred, live, lengths, embedded_of, ops = self._special
         edges, epsilon, accept = nfa.edges, nfa.epsilon, nfa.accept
-        special = (deferred, lengths, embedded_of, ops)
         caps = nfa.caps
         plain = kernel.compiled.closure if kernel.compiled is not None else plain_closure
-        seen: dict[tuple[int, ...], set[int]] = {start[1]: {start[0]}}
+        special = self._special_four
+        q, counters = start
+        seen: dict[tuple[int, ...], set[int]] = {counters: {q}}
         stack = [start]
         result: list[VirtualState] = []
+        if q in caps or not (q in deferred or q in lengths or q in embedded_of or q in ops):
+            # A plain start, the common case, walked here; where that walk meets no special
+            # state (most closures), the closure is its result, without the loop below.
+            reading, met = plain(q, seen[counters], epsilon, edges, live, accept, special, caps, counters, FREE)
+            result = [(s, counters) for s in reading]
+            if not met:
+                closure = frozenset(result)
+                self._closures[start] = closure
+                return closure
+            stack = [(s, counters) for s in met]
         while stack:
             virtual = stack.pop()
             q, counters = virtual
