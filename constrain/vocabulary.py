@@ -219,7 +219,11 @@ class Vocabulary:
         key = ("split", first, rest, utf8, utf8_first)
         split: ClassSplit | None = self._sorted.get(key)
         if split is None:
-            split = ClassSplit.build(self.walk_tables(), first, rest, self.size, utf8=utf8, utf8_first=utf8_first)
+            tables = self.walk_tables()
+            # where each token leaves the loop depends on ``rest`` alone: kept per loop class, which
+            # many pairs share (a key's first letters differ by object, its interior does not)
+            leaving = self.shared(("leaving", rest, utf8), lambda: ClassSplit.leaving(tables, rest, utf8))
+            split = ClassSplit.build(tables, first, leaving, self.size, utf8_first=utf8_first)
             self._sorted[key] = split
         return split
 
@@ -373,36 +377,53 @@ class ClassSplit:
     inside_words: NDArray[np.int32]
     suffixes: "TokenTrie"
 
-    @classmethod
-    def build(
-        cls, tables: "WalkTables", first: bytes, rest: bytes, size: int, *, utf8: bool = False,
-        utf8_first: bool = False,
-    ) -> "ClassSplit":
+    @staticmethod
+    def leaving(tables: "WalkTables", rest: bytes, utf8: bool) -> "NDArray[np.int64]":
+        """Per token (row of ``tables``), the first position where it leaves a loop on ``rest``,
+        ``_STAYS`` where it never does: one column for a token whose first byte entered the
+        loop (its characters are read from position 1), one for a token that starts with a
+        character in it (position 0; with ``utf8`` only). Without ``utf8`` both are alike."""
         # All in whole-vocabulary array steps (a Python loop per token cost 30-80 ms a pair,
-        # and real schemas meet a hundred pairs): where each token first leaves the loop.
-        given = np.frombuffer(first, dtype=np.uint8).astype(bool)
-        opened = given | ((np.arange(256) >= 0xC2) & (np.arange(256) <= 0xF4)) if utf8_first else given
+        # and real schemas meet a hundred pairs).
         stays = np.frombuffer(rest, dtype=np.uint8).astype(bool)
-        taken = opened[tables.matrix[:, 0]] if tables.ids.size else np.zeros(0, dtype=bool)
-        leaves = taken[tables.later_row] & ~stays[tables.later_byte]
+        leaves = ~stays[tables.later_byte]
         if utf8:  # non-ASCII bytes are read a character at a time: see ``broken``
             leaves &= tables.later_byte < 0x80
         hits = np.flatnonzero(leaves)
-        end = np.full(taken.size, np.iinfo(np.int32).max, dtype=np.int64)
+        end = np.full(tables.ids.size, _STAYS, dtype=np.int64)
         rows, first_hit = np.unique(tables.later_row[hits], return_index=True)
         end[rows] = tables.later_pos[hits[first_hit]]
-        if utf8:
-            # a byte of ``first`` led into the loop (characters are read from position 1);
-            # a lead byte (``utf8_first``) starts a character in it (from position 0)
-            start = np.where(given[tables.matrix[:, 0]], 1, 0) if tables.ids.size else np.zeros(0, dtype=np.int64)
-            broken = tables.broken[np.arange(taken.size), start]
-            end = np.where(broken >= 0, np.minimum(end, broken), end)
-        stay = taken & (end == np.iinfo(np.int32).max)
+        if not utf8:
+            return np.stack([end, end], axis=1)
+        columns = [np.where(tables.broken[:, k] >= 0, np.minimum(end, tables.broken[:, k]), end) for k in (1, 0)]
+        return np.stack(columns, axis=1)
+
+    @classmethod
+    def build(
+        cls, tables: "WalkTables", first: bytes, leaving: "NDArray[np.int64]", size: int, *, utf8_first: bool = False
+    ) -> "ClassSplit":
+        """The split of the tokens that start in ``first``, from their positions ``leaving`` a
+        loop (see :meth:`leaving`)."""
+        given = np.frombuffer(first, dtype=np.uint8).astype(bool)
+        opened = given | ((np.arange(256) >= 0xC2) & (np.arange(256) <= 0xF4)) if utf8_first else given
+        if not tables.ids.size:
+            empty = np.zeros(0, dtype=np.int32)
+            return cls(opened, empty, bitmask_from_token_ids(empty, size), TokenTrie.build([]))
+        lead = tables.matrix[:, 0]
+        taken = opened[lead]
+        # a byte of ``first`` led into the loop (characters are read from position 1); a lead
+        # byte (``utf8_first``) starts a character in it (from position 0)
+        end = np.where(given[lead], leaving[:, 0], leaving[:, 1])
+        stay = taken & (end == _STAYS)
         cut = np.flatnonzero(taken & ~stay)
         pieces, ids = tables.pieces, tables.ids
         suffixes = [(pieces[r][e:], i) for r, e, i in zip(cut.tolist(), end[cut].tolist(), ids[cut].tolist())]
         inside = np.sort(ids[stay]).astype(np.int32)
         return cls(opened, inside, bitmask_from_token_ids(inside, size), TokenTrie.build(suffixes))
+
+
+#: A position past every token's end: it never leaves the loop (see ``ClassSplit.leaving``).
+_STAYS = np.iinfo(np.int32).max
 
 
 @dataclass(frozen=True)

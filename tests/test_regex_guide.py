@@ -187,6 +187,10 @@ def test_choice_is_literal(compiler: constrain.Compiler, tokenizer: object, opti
 SPLIT_CASES = {  # constraints with wide states: string interiors, keys, free text
     "string": lambda c: c.json_schema({"type": "object", "properties": {"s": {"type": "string"}}}),
     "open object": lambda c: c.json_schema({"type": "object"}, strict_properties=False),
+    "declared keys": lambda c: c.json_schema(  # a key's first letters lead elsewhere than its interior
+        {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}},
+        strict_properties=False,
+    ),
     "no quotes": lambda c: c.regex(r'[^"]*"'),
     "no quotes nor é": lambda c: c.regex(r'[^"é]*"'),  # whole UTF-8 characters do not all loop
     "letters and CJK": lambda c: c.regex(r"[a-zA-Z0-9 .,\u4e00-\u9fff]*!"),

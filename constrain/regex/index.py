@@ -317,10 +317,14 @@ class TokenIndex(Shared):
 
         result = True
         leads = dfa.row(loop)
-        for lead, size, low, high in _UTF8_LEADS:
-            if not present[lead]:
-                continue  # no token holds it: no character that starts with it is ever read
-            frontier = frozenset([int(leads[lead])])
+        # Lead bytes that go to one state and expect the same continuations read alike: each
+        # such group once (a string's 50 lead bytes are 7 groups). A lead byte no token holds
+        # starts no character that is ever read.
+        groups = dict.fromkeys(
+            (int(leads[lead]), size, low, high) for lead, size, low, high in _UTF8_LEADS if present[lead]
+        )
+        for target, size, low, high in groups:
+            frontier = frozenset([target])
             for position in range(1, size):
                 lo, hi = (low, high) if position == 1 else (0x80, 0xBF)
                 frontier = frozenset().union(*(step(current, lo, hi) for current in frontier))
