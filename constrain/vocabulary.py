@@ -395,12 +395,14 @@ class ClassSplit:
         end[rows] = tables.later_pos[hits[first_hit]]
         if not utf8:
             return np.stack([end, end], axis=1)
-        columns = [np.where(tables.broken[:, k] >= 0, np.minimum(end, tables.broken[:, k]), end) for k in (1, 0)]
+        broken = tables.broken
+        columns = [np.where(broken[:, k] >= 0, np.minimum(end, broken[:, k]), end) for k in (1, 0)]
         return np.stack(columns, axis=1)
 
     @classmethod
     def build(
-        cls, tables: "WalkTables", first: bytes, leaving: "NDArray[np.int64]", size: int, *, utf8_first: bool = False
+        cls, tables: "WalkTables", first: bytes, leaving: "NDArray[np.int64]", size: int, *,
+        utf8_first: bool = False,
     ) -> "ClassSplit":
         """The split of the tokens that start in ``first``, from their positions ``leaving`` a
         loop (see :meth:`leaving`)."""

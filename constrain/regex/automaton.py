@@ -1788,7 +1788,9 @@ class LazyDFA(Shared):
         if q in caps or not (q in deferred or q in lengths or q in embedded_of or q in ops):
             # A plain start, the common case, walked here; where that walk meets no special
             # state (most closures), the closure is its result, without the loop below.
-            reading, met = plain(q, seen[counters], epsilon, edges, live, accept, special, caps, counters, FREE)
+            reading, met = plain(
+                q, seen[counters], epsilon, edges, live, accept, special, caps, counters, FREE
+            )
             result = [(s, counters) for s in reading]
             if not met:
                 closure = frozenset(result)
