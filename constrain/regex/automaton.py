@@ -1534,9 +1534,9 @@ class LazyDFA(Shared):
         self.expanded = np.zeros(64, dtype=bool)
         self.table: NDArray[np.int32] = np.full((64, 256), DEAD, dtype=np.int32)
         self._lock = threading.RLock()
-        #: The NFA's tables a closure reads (the same objects for the NFA's life: they grow in place).
-        self._special = (nfa.deferred, nfa.live, nfa.lengths, nfa.embedded, nfa.ops)
-        self._special_four = (nfa.deferred, nfa.lengths, nfa.embedded, nfa.ops)
+        #: The NFA's tables of special states a closure reads (the same objects for the NFA's life:
+        #: they grow in place).
+        self._special = (nfa.deferred, nfa.lengths, nfa.embedded, nfa.ops)
         start = self._closure_of([(nfa.start, ())])
         self.start = DEAD if not start else self._intern(start)
 
@@ -1776,11 +1776,11 @@ class LazyDFA(Shared):
         if cached is not None:
             return cached
         nfa = self.nfa
-        deferred, live, lengths, embedded_of, ops = self._special
-        edges, epsilon, accept = nfa.edges, nfa.epsilon, nfa.accept
+        special = self._special
+        deferred, lengths, embedded_of, ops = special
+        edges, epsilon, accept, live = nfa.edges, nfa.epsilon, nfa.accept, nfa.live
         caps = nfa.caps
         plain = kernel.compiled.closure if kernel.compiled is not None else plain_closure
-        special = self._special_four
         q, counters = start
         seen: dict[tuple[int, ...], set[int]] = {counters: {q}}
         stack = [start]
