@@ -1324,6 +1324,135 @@ relocate(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(coreachable_doc,
+"coreachable(edges, epsilon, first, target, deferred, blocked) -> bytearray\n"
+"\n"
+"Per NFA state ``first..len(edges)-1``, 1 where ``target`` can be reached from it, else 0: a\n"
+"backward search (``ByteNFA._coreachable``, constrain/regex/automaton.py, whose Python loop is\n"
+"the fallback with the same result). A state moves to the targets of its ``edges`` (lists of\n"
+"``(low, high, target)``) and ``epsilon`` lists, and a stub in ``deferred`` (a dict) to the state\n"
+"after it; targets outside the range are not followed. A loop state in ``blocked`` (a set) never\n"
+"takes its last epsilon target (its way out). Run at every build of a deferred part, on the\n"
+"fragment just built: on the first walks of 150 dev schemas 0.43 s in Python, 0.12 s here.");
+
+static PyObject *
+coreachable(PyObject *self, PyObject *args)
+{
+    PyObject *edges, *epsilon, *deferred, *blocked;
+    Py_ssize_t first, target;
+    if (!PyArg_ParseTuple(args, "O!O!nnO!O!", &PyList_Type, &edges, &PyList_Type, &epsilon, &first, &target,
+                          &PyDict_Type, &deferred, &PySet_Type, &blocked)) {
+        return NULL;
+    }
+    Py_ssize_t top = PyList_GET_SIZE(edges);
+    if (first < 0 || first > top || PyList_GET_SIZE(epsilon) != top || target < first || target >= top) {
+        PyErr_SetString(PyExc_IndexError, "coreachable: first or target lies outside the tables");
+        return NULL;
+    }
+    Py_ssize_t n = top - first;
+    /* Two passes over the moves: count each target's predecessors, then place them (CSR). */
+    Py_ssize_t *start = PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
+    Py_ssize_t *fill = NULL, *preds = NULL, *stack = NULL;
+    PyObject *result = NULL;
+    if (start == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (Py_ssize_t q = first; q < top; q++) {
+            PyObject *out = PyList_GET_ITEM(edges, q), *free = PyList_GET_ITEM(epsilon, q);
+            if (!PyList_Check(out) || !PyList_Check(free)) {
+                PyErr_SetString(PyExc_TypeError, "coreachable: the tables hold lists");
+                goto done;
+            }
+            Py_ssize_t n_out = PyList_GET_SIZE(out), n_free = PyList_GET_SIZE(free);
+            int in_blocked = 0, in_deferred = 0;
+            if (PySet_GET_SIZE(blocked) > 0 || PyDict_GET_SIZE(deferred) > 0) {
+                PyObject *key = PyLong_FromSsize_t(q);
+                if (key == NULL) {
+                    goto done;
+                }
+                in_blocked = PySet_GET_SIZE(blocked) > 0 ? PySet_Contains(blocked, key) : 0;
+                if (in_blocked >= 0 && PyDict_GET_SIZE(deferred) > 0) {
+                    in_deferred = PyDict_Contains(deferred, key);
+                }
+                Py_DECREF(key);
+                if (in_blocked < 0 || in_deferred < 0) {
+                    goto done;
+                }
+            }
+            Py_ssize_t moves = n_out + n_free + (in_deferred ? 1 : 0);
+            for (Py_ssize_t i = 0; i < moves; i++) {
+                Py_ssize_t t;
+                if (i < n_out) {
+                    int low, high;
+                    PyObject *o_target;
+                    PyObject *edge = PyList_GET_ITEM(out, i);
+                    if (byte_range(edge, "coreachable: an edge", &low, &high, &o_target) < 0) {
+                        goto done;
+                    }
+                    t = PyLong_AsSsize_t(o_target);
+                } else if (i < n_out + n_free) {
+                    if (in_blocked && i == n_out + n_free - 1) {
+                        continue;  /* a blocked loop's way out */
+                    }
+                    t = PyLong_AsSsize_t(PyList_GET_ITEM(free, i - n_out));
+                } else {
+                    t = q + 1;  /* an unbuilt stub passes to its exit */
+                }
+                if (t == -1 && PyErr_Occurred()) {
+                    goto done;
+                }
+                if (t < first || t >= top) {
+                    continue;
+                }
+                if (pass == 0) {
+                    start[t - first + 1]++;
+                } else {
+                    preds[fill[t - first]++] = q - first;
+                }
+            }
+        }
+        if (pass == 0) {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                start[i + 1] += start[i];
+            }
+            fill = PyMem_Malloc(((size_t)n + 1) * sizeof(Py_ssize_t));
+            preds = PyMem_Malloc(((size_t)start[n] + 1) * sizeof(Py_ssize_t));
+            stack = PyMem_Malloc(((size_t)n + 1) * sizeof(Py_ssize_t));
+            if (fill == NULL || preds == NULL || stack == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            memcpy(fill, start, ((size_t)n + 1) * sizeof(Py_ssize_t));
+        }
+    }
+    result = PyByteArray_FromStringAndSize(NULL, n);
+    if (result == NULL) {
+        goto done;
+    }
+    char *live = PyByteArray_AS_STRING(result);
+    memset(live, 0, (size_t)n);
+    Py_ssize_t depth = 0;
+    live[target - first] = 1;
+    stack[depth++] = target - first;
+    while (depth > 0) {
+        Py_ssize_t t = stack[--depth];
+        for (Py_ssize_t i = start[t]; i < start[t + 1]; i++) {
+            Py_ssize_t q = preds[i];
+            if (!live[q]) {
+                live[q] = 1;
+                stack[depth++] = q;
+            }
+        }
+    }
+done:
+    PyMem_Free(start);
+    PyMem_Free(fill);
+    PyMem_Free(preds);
+    PyMem_Free(stack);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS, walk_doc},
     {"scatter", scatter, METH_VARARGS, scatter_doc},
@@ -1335,6 +1464,7 @@ static PyMethodDef methods[] = {
     {"closure", closure, METH_VARARGS, closure_doc},
     {"lexer_closure", lexer_closure, METH_VARARGS, lexer_closure_doc},
     {"relocate", relocate, METH_VARARGS, relocate_doc},
+    {"coreachable", coreachable, METH_VARARGS, coreachable_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1349,9 +1479,10 @@ PyInit__kernel(void)
     PyObject *m = PyModule_Create(&module);
     /* What the Python side checks before it uses these kernels (constrain/kernel.py): 2 hands back
        tasks with pending successors, 3 adds unpack, 4 merge, 5 sweep, place, closure and relocate, 6 expand (sweep and place
-       in one), 9 closure's caps (a bounded Length's plain states), 10 lexer_closure. A build older than its Python is left unused, not
+       in one), 9 closure's caps (a bounded Length's plain states), 10 lexer_closure, 11 coreachable.
+       A build older than its Python is left unused, not
        misread. */
-    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 10) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 11) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -15,7 +15,7 @@ from types import ModuleType
 __all__ = ["compiled", "name"]
 
 #: The kernels' interface these sources expect (``VERSION`` in ``_kernel.c``).
-VERSION = 10
+VERSION = 11
 
 
 def _load() -> ModuleType | None:

@@ -485,6 +485,38 @@ def test_relocate_agrees_with_python() -> None:
 
 
 @needs_kernel
+def test_coreachable_agrees_with_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which states reach the target, compiled and as ``ByteNFA._coreachable``'s Python loop
+    finds them, on random fragments: moves out of the fragment, unbuilt stubs passing to the
+    state after them, blocked loops that never take their last epsilon move (the same target
+    reached another way too); and bad arguments are errors."""
+    rng = random.Random(16)
+    differ = 0
+    for _ in range(1500):
+        n = rng.randrange(2, 40)
+        first = rng.randrange(n - 1)
+        edges = [[(lo, lo, rng.randrange(first, n)) for lo in rng.sample(range(250), rng.randrange(3))]
+                 for _ in range(n)]  # fmt: skip
+        epsilon = [[rng.randrange(n) for _ in range(rng.randrange(4))] for _ in range(n)]
+        deferred = {q: None for q in range(first, n - 1) if rng.random() < 0.1}
+        blocked = {q for q in range(first, n) if epsilon[q] and epsilon[q][-1] >= first
+                   and rng.random() < 0.2}
+        target = rng.randrange(first, n)
+        nfa = SimpleNamespace(edges=edges, epsilon=epsilon, deferred=deferred,
+                              _blocked_loops=lambda _first: blocked)
+        monkeypatch.setattr(kernel, "compiled", None)
+        expected = automaton.ByteNFA._coreachable(nfa, first, target)  # type: ignore[arg-type]
+        monkeypatch.setattr(kernel, "compiled", COMPILED)
+        assert COMPILED.coreachable(edges, epsilon, first, target, deferred, blocked) == expected
+        differ += expected != COMPILED.coreachable(edges, epsilon, first, target, deferred, set())
+    assert differ > 50  # blocked loops changed the answer often enough to be tested
+    with pytest.raises(IndexError, match="outside"):
+        COMPILED.coreachable([[]], [[]], 0, 1, {}, set())
+    with pytest.raises(TypeError, match="tuple"):
+        COMPILED.coreachable([[(1, 2)]], [[]], 0, 0, {}, set())
+
+
+@needs_kernel
 def test_products_are_the_same_either_way(monkeypatch: pytest.MonkeyPatch, smollm2: object) -> None:
     """Guides whose automata are products (``not``, an overlapping ``oneOf``, ``allOf`` of
     patterns), compiled with the merge, sweep, place, closure and relocate kernels and without: the same rows at every state a walk of

@@ -869,7 +869,13 @@ class ByteNFA(Shared):
         The whole automaton at build time (``target``: the accepting state); a fragment when
         its stub is built (``target``: the fragment's exit, which leads to the stub's exit).
         An unbuilt stub passes straight to its exit: its part surely matches something.
+        The compiled ``coreachable`` does the same (150 dev schemas' first walks: 0.43 → 0.12 s).
         """
+        blocked = self._blocked_loops(first)
+        if kernel.compiled is not None:
+            live: bytearray = kernel.compiled.coreachable(
+                self.edges, self.epsilon, first, target, self.deferred, blocked)
+            return live
         reverse: list[list[int]] = [[] for _ in range(first, len(self.edges))]
         for q in range(first, len(self.edges)):
             for _, _, t in self.edges[q]:
@@ -881,7 +887,7 @@ class ByteNFA(Shared):
                 reverse[q + 1 - first].append(q)
         # A counted loop with low > 0 leaves only after its body ran, so when the body
         # cannot get from its entry to its exit the loop never leaves: drop that edge.
-        for q in self._blocked_loops(first):
+        for q in blocked:
             reverse[self.epsilon[q][-1] - first].remove(q)
         live = bytearray(len(self.edges) - first)
         live[target - first] = 1
