@@ -23,7 +23,7 @@ import threading
 import time
 from collections import deque
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache, reduce
 from typing import Any, cast
 
@@ -1252,6 +1252,12 @@ class _SetSpec:
     checked: int = 0  # a superset's checked groups (MemberSet.checked_groups): a "pending" bit per group
     never: int = 0  # bit mask of the items that match nothing (``ByteNFA._impossible_items``)
 
+    #: ``choices`` by (seen, count), kept: closures through a wide object's hub ask it again for
+    #: every new counter stack around the same set (o19343's walk: 19,768 calls, 1,564 distinct
+    #: pairs, each a ``viable`` check per item). No part of equality or hash.
+    _choices: dict[tuple[int, int], tuple[int, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False)
+
     @property
     def width(self) -> int:
         """The bits of ``seen``: one per item, then one per repeat, then one per extra group or checked group."""
@@ -1338,8 +1344,14 @@ class _SetSpec:
             free = min(free, self.max_count - count)
         return distinct + free >= self.min_count
 
-    def choices(self, seen: int, count: int) -> list[int]:
+    def choices(self, seen: int, count: int) -> tuple[int, ...]:
         """The items (and ``items`` for an extra) that may come next."""
+        known = self._choices.get((seen, count))
+        if known is None:
+            known = self._choices[seen, count] = tuple(self._choose(seen, count))
+        return known
+
+    def _choose(self, seen: int, count: int) -> list[int]:
         if self.max_count is not None and count >= self.max_count:
             return []
         out = []
