@@ -402,9 +402,11 @@ class ProductDFA(Shared):
         if self._incomplete.get(start, -1) >= budget:
             return None
         first = self.parts[0]
-        one = getattr(first, "successor", None)  # a lazy DFA builds the successors it is asked for only
-        step: Callable[[int, int], int] = (
-            one if one is not None else lambda state, byte: int(first.row(state)[byte])
+        # a lazy DFA builds the successors it is asked for only, all of a state's in one call
+        some = getattr(first, "successors", None)
+        step: Callable[[int], list[int]] = (
+            (lambda state: some(state, _PROBE_BYTES)) if some is not None
+            else lambda state: first.row(state)[_PROBE_BYTES].tolist()
         )
         parent: dict[int, tuple[int, int] | None] = {start: None}
         heap, end, tick = [(0, 0, start, 0)], None, itertools.count(1)
@@ -419,8 +421,7 @@ class ProductDFA(Shared):
                 end = state
                 break
             claimed = []  # each new successor by its most wanted byte, then pushed with that one first
-            for byte in _PROBE_ORDER:
-                successor = step(state, byte)
+            for byte, successor in zip(_PROBE_ORDER, step(state)):
                 if successor != DEAD and successor not in parent:
                     parent[successor] = (state, byte)
                     claimed.append((successor, byte))
@@ -630,3 +631,4 @@ _PROBE_ORDER = (
     *(b for b in range(0x20, 0x7F) if b not in _CLOSING and not 0x61 <= b < 0x7B and not 0x30 <= b < 0x3A),
     *b"\t\n\r",
 )  # fmt: skip
+_PROBE_BYTES = np.array(_PROBE_ORDER, dtype=np.intp)

@@ -1594,6 +1594,22 @@ class LazyDFA(Shared):
                 cell = int(self.table[state, byte])
         return cell
 
+    def successors(self, state: int, data: NDArray[np.intp]) -> list[int]:
+        """The successors of ``state`` on each byte of ``data``, building those alone where they
+        are pending: a product's probe reads a hundred bytes of each state it settles, and one
+        call per byte (``successor``) was a fifth of o19343's first walk."""
+        with self._lock:
+            if not self.expanded[state]:
+                self._expand_one(state)
+            cells = self.table[state, data]
+            pending = cells < DEAD
+            if pending.any():
+                for cell in set(cells[pending].tolist()):
+                    self._resolve(pending_code(cell))
+                cells = self.table[state, data]  # (resolving may grow the table: read it again)
+            found: list[int] = cells.tolist()
+        return found
+
     def runs(self, state: int) -> list[Run]:
         """The row of ``state`` as runs of bytes with one live successor (see ``runs_of``)."""
         runs = self._runs.get(state)
