@@ -1480,8 +1480,7 @@ PyInit__kernel(void)
     /* What the Python side checks before it uses these kernels (constrain/kernel.py): 2 hands back
        tasks with pending successors, 3 adds unpack, 4 merge, 5 sweep, place, closure and relocate, 6 expand (sweep and place
        in one), 9 closure's caps (a bounded Length's plain states), 10 lexer_closure, 11 coreachable.
-       A build older than its Python is left unused, not
-       misread. */
+       A build older than its Python is left unused, not misread. */
     if (m != NULL && PyModule_AddIntConstant(m, "VERSION", 11) < 0) {
         Py_DECREF(m);
         return NULL;

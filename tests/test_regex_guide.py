@@ -258,3 +258,28 @@ def test_successors_no_token_reads_stay_unbuilt(tokenizer: object) -> None:
         sizes.append(dfa.num_states)
     assert masks[0] == masks[1]
     assert sizes[0] < sizes[1] / 2, sizes
+
+
+def test_successors_on_many_bytes_are_the_successors_one_at_a_time(tokenizer: object) -> None:
+    """``LazyDFA.successors`` (a product's probe reads a state's hundred bytes at once) gives what
+    ``successor`` gives byte by byte, on fresh states with pending cells, and builds no more
+    states than those reads do."""
+    schema = {"type": "object", "required": ["ab"],
+              "properties": {"ab": {"type": "string", "maxLength": 3}, "ac": {"type": "integer"}}}
+    data = np.array([*range(0x20, 0x7F), 0x09, 0xC3, 0xE2], dtype=np.intp)
+    results, sizes = [], []
+    for together in (True, False):
+        dfa = constrain.Compiler(tokenizer).json_schema(schema, strict_properties=False).index.dfa
+        frontier, seen, found = [dfa.start], {dfa.start}, []
+        while frontier and len(seen) < 200:
+            state = frontier.pop()
+            cells = dfa.successors(state, data) if together else [dfa.successor(state, int(b)) for b in data]
+            found.append((state, cells))
+            for cell in cells:
+                if cell >= 0 and cell not in seen:
+                    seen.add(cell)
+                    frontier.append(cell)
+        results.append(found)
+        sizes.append(dfa.num_states)
+    assert results[0] == results[1]
+    assert sizes[0] == sizes[1] and len(results[0]) > 50

@@ -1604,7 +1604,7 @@ class LazyDFA(Shared):
             cells = self.table[state, data]
             pending = cells < DEAD
             if pending.any():
-                for cell in set(cells[pending].tolist()):
+                for cell in dict.fromkeys(cells[pending].tolist()):  # in ``data``'s order, as one by one
                     self._resolve(pending_code(cell))
                 cells = self.table[state, data]  # (resolving may grow the table: read it again)
             found: list[int] = cells.tolist()
