@@ -406,6 +406,7 @@ class CompiledGrammar:
         stacks, actions, rules = self.stacks, self.actions, self.rules
         depth = stacks.depth
         floor = depth[stack]
+        cycle = _ReductionCycle()
         while True:
             action = actions[stacks.top[stack]].get(terminal)
             if action is None:
@@ -421,6 +422,8 @@ class CompiledGrammar:
             if goto is None or not goto[0]:  # pragma: no cover - a sound LALR table always has the goto
                 return -1, floor
             stack = stacks.push(stack, goto[1])
+            if cycle.again(stack):  # lark's parser reduces here forever: it never takes the terminal
+                return -1, floor
 
     def note_floor(self, floor: int) -> None:
         """Record that a result in use depends on the stack down to depth ``floor`` (a cached one)."""
@@ -446,6 +449,7 @@ class CompiledGrammar:
         stacks, actions, rules = self.stacks, self.actions, self.rules
         result = False
         current = stack
+        cycle = _ReductionCycle()
         while True:
             action = actions[stacks.top[current]].get(END)
             if action is None or action[0]:
@@ -459,6 +463,8 @@ class CompiledGrammar:
             current = stacks.push(current, goto[1])
             if stacks.top[current] == self.end_state:
                 result = True
+                break
+            if cycle.again(current):  # reduces forever: lark never accepts the end here
                 break
         return self._end_memo.put(stack, result)
 
@@ -542,3 +548,37 @@ class CompiledGrammar:
                         else "this terminal is only %declared: it has no pattern, so it cannot be generated"
                     )
                     raise GrammarError(why, rule=rule.origin, terminal=name)
+
+
+
+class _ReductionCycle:
+    """Whether a run of reductions came back to a stack it left: then it cycles for ever.
+
+    Reductions are deterministic in the stack (and the lookahead), so a stack met twice in
+    one run repeats without end. A cyclic grammar makes such tables: ``?start: start r1``
+    beside ``?r1: r1 "a" "a" |`` reduces ``r1`` from nothing and ``start`` back to itself on
+    ``"b"`` after ``a a``, and lark's own parser loops there for ever (the grammar fuzzer's seed
+    32 at 37ce56b: a first mask ran for minutes under ``timeout_s=5``). The stacks are kept
+    only past a few dozen reductions, which a run that ends rarely reaches.
+    """
+
+    __slots__ = ("count", "seen")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seen: set[int] | None = None
+
+    def again(self, stack: int) -> bool:
+        self.count += 1
+        if self.count < _CYCLE_WATCH:
+            return False
+        if self.seen is None:
+            self.seen = set()
+        if stack in self.seen:
+            return True
+        self.seen.add(stack)
+        return False
+
+
+#: Reductions in one run before its stacks are watched for a cycle (``_ReductionCycle``).
+_CYCLE_WATCH = 64
