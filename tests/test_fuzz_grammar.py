@@ -1243,7 +1243,8 @@ def test_a_cycle_of_reductions_ends_a_mask_on_time(
     grammar = ('?start: start start "b" | "(" "a"? | "a" "a" | start r1\n?r1: r1 "a" "a" | \n'
                '?r2: r2 "+" "a" | "+"? ("a" | start)\n?r3: r3 "(" r3 | "x" | "+"\n%ignore /\\s+/\n')
     parser = lark.Lark(grammar, parser="lalr")
-    assert _bounded(1.0, lambda: parser.parse("a a b")) == (False, None)  # lark loops for ever
+    # (lark's parser.parse("a a b") never returns; not called here: under pytest-xdist the test
+    # runs off the main thread, where no SIGALRM budget can stop it)
     compiler, tokenizer = fuzz_compilers["smollm2"]
     guide = compiler.grammar(grammar, limits=LIMITS)
     began = time.monotonic()
