@@ -21,6 +21,7 @@ from oracles import ExactValidator
 
 import constrain
 from constrain.json_schema.to_regex import SchemaOptions, schema_walk
+from constrain.regex.algebra import _WORK
 from constrain.regex.automaton import ByteNFA, LazyDFA
 from constrain.core.limits import Limits
 from constrain.testing import accepts, random_walk, token_text, tokenize_continuation
@@ -745,6 +746,39 @@ def test_branches_told_apart_by_a_nested_optional_member_need_no_difference_wher
                '{"_attributes": {"package_system": "yum"}, "_elements": []}']  # fmt: skip
     _assert_exact_on(smollm2, schema, valid, invalid, seed=9)
 
+
+
+def test_one_of_geojson_geometries_settles_its_starts_by_probes(smollm2: object) -> None:
+    """GeoJSON o63308: geometries told apart by ``type``, and a collection whose ``type`` enum is
+    misspelt (``emum``, an annotation), so it overlaps every geometry. Each branch's start is
+    live, proved by a completion of the branch alone; but the probe that went first settled 128
+    states and these completions need up to 384 (``bbox`` comes first, with four numbers), so
+    every start searched its budget of tuples before the fallback probe found them (o63308:
+    compiles 3.3-4.0 s, now 0.8-0.9 s). A probe on a sixteenth of the budget goes second: no
+    search, no tuple expanded, and the guide is exact."""
+    numbers = {"type": "array", "items": {"type": "number"}}
+    bbox = {"type": "array", "minItems": 4, "items": {"type": "number"}}
+
+    def geometry(name: str, coordinates: dict[str, object]) -> dict[str, object]:
+        return {"type": "object", "required": ["type", "coordinates"], "properties": {
+            "type": {"type": "string", "enum": [name]}, "coordinates": coordinates, "bbox": bbox}}  # fmt: skip
+
+    point = geometry("Point", {**numbers, "minItems": 2})
+    line = geometry("LineString", {"type": "array", "minItems": 2, "items": {**numbers, "minItems": 2}})
+    collection = {"type": "object", "required": ["type", "geometries"], "properties": {
+        "type": {"type": "string", "emum": ["GeometryCollection"]},
+        "geometries": {"type": "array", "items": {"oneOf": [point, line]}}, "bbox": bbox}}  # fmt: skip
+    schema = {"oneOf": [point, line, collection]}
+    before = _WORK.expanded
+    constrain.Compiler(smollm2).json_schema(schema, strict_properties=False)
+    assert _WORK.expanded - before < Limits().max_search_states  # at 55a20ae: 17,852
+    valid = ['{"type": "Point", "coordinates": [1, 2]}', '{"coordinates": [[0, 0], [1, 1]], "type": "LineString"}',
+             '{"type": "GeometryCollection", "geometries": [{"type": "Point", "coordinates": [1, 2, 3]}]}',
+             '{"type": "Point", "geometries": [], "bbox": [0, 0, 1, 1]}']  # fmt: skip
+    invalid = ['{"type": "Point", "coordinates": [1, 2], "geometries": []}', '{"type": "Point", "coordinates": [1]}',
+               '{"type": "LineString", "coordinates": [[0, 0]]}', '{"type": "Point", "coordinates": [1, 2], "bbox": [0]}',
+               '{"type": "GeometryCollection", "geometries": [{"type": "Point"}]}']  # fmt: skip
+    _assert_exact_on(smollm2, schema, valid, invalid, seed=5)
 
 # (schema, instances) where a subtracted part nests a free-form value: its liveness search has
 # a budget, and the budgets below run out long before it settles

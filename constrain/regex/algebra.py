@@ -180,9 +180,17 @@ class ProductDFA(Shared):
         # longest: a short probe goes first (o11666 10.4 -> 4.3 s, o71266 2.7 -> 1.5 s). With a
         # sixteenth of the budget GeoJSON o63308 compiled in 1.5 s instead of 13.5, but a probe
         # that fails builds first-part states for nothing, and Handwritten oneofpr2 took 13 s
-        # instead of 5; a sixty-fourth costs oneofpr2 nothing and leaves o63308 as it was.
+        # instead of 5; a sixty-fourth costs oneofpr2 nothing and leaves o63308 as it was. So a
+        # sixteenth goes second, with every tuple that products nested in the first part expand
+        # counted against it: o63308's completions need up to 384 settled states (the 128 of a
+        # sixty-fourth fail, and each start then searched 5,000 tuples before the eighth's probe
+        # found them), and oneofpr2's failing one, whose first part embeds products, expanded
+        # 30,000 of their tuples on 512 settled states (2.7 s).
         with _starting():
-            live = self._alive(first) and (self._short_probe(first) or self._is_live(first, deadline))
+            live = self._alive(first) and (
+                self._short_probe(first) or self._short_probe(first, 16, nested=True)
+                or self._is_live(first, deadline)
+            )  # fmt: skip
         self.start = self._intern(first) if live else DEAD
 
     @property
@@ -255,6 +263,7 @@ class ProductDFA(Shared):
         merge = kernel.compiled.merge if kernel.compiled is not None else merge_rows
         successors, spans = merge(rows, self.subtract)
         self._raw[states] = (successors, spans)
+        _WORK.expanded += 1
         if len(self._raw) > self.max_states:
             raise LimitExceededError(
                 "max_dfa_states", self.max_states,
@@ -338,13 +347,15 @@ class ProductDFA(Shared):
                 )  # fmt: skip
         return _learn(found, parent, self._live, self._dead)
 
-    def _short_probe(self, states: Tuple) -> bool:
-        """A probe (below) on a sixty-fourth of the search budget, where it may go first: a part
+    def _short_probe(self, states: Tuple, share: int = 64, *, nested: bool = False) -> bool:
+        """A probe (below) on a ``share`` of the search budget, where it may go first: a part
         nests without bound (elsewhere searches settle), and this product is not subtracted
-        (there an undecided tuple counts as live anyway)."""
-        return self.unbounded and not self.subtracted and self._probe(states, self.search_budget // 64)
+        (there an undecided tuple counts as live anyway). ``nested`` counts against it the
+        tuples that products nested in the first part expand meanwhile."""
+        budget = self.search_budget // share
+        return self.unbounded and not self.subtracted and self._probe(states, budget, nested)
 
-    def _probe(self, states: Tuple, budget: int) -> bool:
+    def _probe(self, states: Tuple, budget: int, nested: bool = False) -> bool:
         """A witness found the cheap way: a completion of the first part alone, if the product takes it.
 
         The budgeted search explores every tuple up to a cost, and where a witness lies behind
@@ -371,7 +382,7 @@ class ProductDFA(Shared):
         1.7 s instead of 17.7, but failing probes build first-part rows on every search, and
         o21819's first walk ran past ``max_dfa_states`` where it took 4 s.)
         """
-        path = self._completion(states[0], budget)
+        path = self._completion(states[0], budget, nested)
         if path is None:
             return False
         trail = [states]
@@ -389,12 +400,14 @@ class ProductDFA(Shared):
         self._live.update(trail)
         return True
 
-    def _completion(self, start: int, budget: int) -> bytes | None:
+    def _completion(self, start: int, budget: int, nested: bool = False) -> bytes | None:
         """A completion of the first part from its state ``start`` (see ``_probe``), or None.
 
         It depends on the first part's state alone, and many tuples share one: found once, it
         is kept for ``start`` and for every state on its way (each gets its suffix), and a
         failure is kept with its budget, so a later probe retries only with a larger one.
+        With ``nested``, the budget also counts the tuples that products nested in the first
+        part expand (``_WORK``): where the first part embeds them, a row can cost thousands.
         """
         known = self._completions.get(start)
         if known is not None:
@@ -411,7 +424,8 @@ class ProductDFA(Shared):
         parent: dict[int, tuple[int, int] | None] = {start: None}
         heap, end, tick = [(0, 0, start, 0)], None, itertools.count(1)
         settled: set[int] = set()
-        while heap and len(settled) < budget:
+        spent = _WORK.expanded if nested else None
+        while heap and len(settled) + (_WORK.expanded - spent if spent is not None else 0) < budget:
             cost, _, state, depth = heapq.heappop(heap)
             if state in settled:
                 continue
@@ -566,6 +580,15 @@ class EndsWithDFA(Shared):
             self._states.append(key)
         return existing
 
+
+class _Work(threading.local):
+    """How many product tuples this thread has expanded (``ProductDFA._successors``), in all
+    products: a probe's measure of what the rows of a first part with products inside cost."""
+
+    expanded = 0
+
+
+_WORK = _Work()
 
 #: How many products' start searches (at compile) are under way in this thread: a first
 #: visit's probe does not go first inside one (``ProductDFA._is_live``).
